@@ -1,0 +1,299 @@
+"""Compile one model under several planning strategies, check and measure each build.
+
+This is the one entry point that the command line (``python -m planner compile``) and the
+Celery workers share. It returns plain data, so callers decide where results go.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tvm
+
+from planner import strategies as strategy_registry
+from planner.plan import validate_plan
+from planner.problem import lower_bound, write_csv
+from planner.relax import execute, lowering
+from planner.relax.apply import apply_plan
+from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
+from planner.zoo import ModelSource, build_network
+
+log = logging.getLogger(__name__)
+
+#: TVM's own planner, built exactly the way ``relax.build`` builds by default.
+STOCK = "tvm-stock"
+
+# Same kernels on the same inputs must agree to float rounding; a wrong offset shows up
+# as differences of the size of the activations, far above these.
+RTOL = 1e-5
+ATOL = 1e-6
+
+
+def strategy_names() -> list[str]:
+    return [STOCK, *strategy_registry.strategy_names()]
+
+
+@dataclass
+class StrategyReport:
+    model: str
+    strategy: str
+    planned_bytes: int | None = None
+    intermediate_bytes: int | None = None
+    output_bytes: int | None = None
+    lower_bound_bytes: int | None = None
+    measured_peak_bytes: int | None = None
+    latency_ms: dict | None = None
+    outputs_match: bool | None = None
+    max_abs_diff: float | None = None
+    tolerance: dict = field(default_factory=lambda: {"rtol": RTOL, "atol": ATOL})
+    compile_seconds: float | None = None
+    plan_seconds: float | None = None
+    proven_optimal: bool | None = None
+    tvm_version: str = tvm.__version__
+    target: str = ""
+    environment: dict = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def environment() -> dict:
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "processor": _cpu_model(),
+        "numpy": np.__version__,
+        "tvm": tvm.__version__,
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _align(value: int, alignment: int = ARENA_ALIGNMENT) -> int:
+    return -(-value // alignment) * alignment
+
+
+@dataclass
+class _Build:
+    report: StrategyReport
+    module: tvm.IRModule
+    offsets: dict[str, int]
+    executable: object = None
+
+
+def compile_model(
+    source: ModelSource,
+    strategies: Sequence[str],
+    *,
+    model_name: str | None = None,
+    target: str = "llvm",
+    repeat: int = 5,
+    artifacts_dir: str | Path | None = None,
+    seed: int = 0,
+) -> list[StrategyReport]:
+    """Plan, build, check and time ``source`` under each of ``strategies``.
+
+    Every planned build is run on the same inputs as TVM's stock build and compared; a build
+    whose outputs differ is reported with ``outputs_match=False`` and an error, never as a
+    plain number. One failing strategy does not stop the others.
+    """
+    unknown = [s for s in strategies if s not in strategy_names()]
+    if unknown:
+        raise ValueError(
+            f"unknown strategy {', '.join(unknown)}; known: {', '.join(strategy_names())}"
+        )
+    network = build_network(source)
+    name = model_name or network.name
+    tgt = lowering.make_target(target)
+    env = environment()
+    started = time.perf_counter()
+    lowered = lowering.lower_to_allocations(network.mod, tgt)
+    extraction = extract(lowered, network.entry)
+    problem = extraction.problem(name=name)
+    bound = _align(lower_bound(problem)) if problem.buffers else 0
+    output_bytes = sum(t.size for t in extraction.escaping)
+    lowering_seconds = time.perf_counter() - started
+
+    builds: dict[str, _Build] = {}
+    for strategy in dict.fromkeys([STOCK, *strategies]):
+        report = StrategyReport(
+            model=name,
+            strategy=strategy,
+            lower_bound_bytes=bound,
+            output_bytes=output_bytes,
+            target=str(tgt),
+            environment=env,
+        )
+        t0 = time.perf_counter()
+        try:
+            builds[strategy] = _plan_and_build(lowered, extraction, strategy, report, tgt, seed)
+        except Exception as exc:  # one broken strategy must not hide the others
+            log.exception("strategy %s failed on %s", strategy, name)
+            report.error = f"{type(exc).__name__}: {exc}"
+            builds[strategy] = _Build(report, lowered, {})
+        report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
+
+    _check_and_time(network, builds, tgt, repeat, seed)
+    if artifacts_dir is not None:
+        for build in builds.values():
+            _write_artifacts(Path(artifacts_dir), extraction, build)
+    return [builds[s].report for s in strategies]
+
+
+def _plan_and_build(
+    lowered: tvm.IRModule,
+    extraction: Extraction,
+    strategy: str,
+    report: StrategyReport,
+    target: tvm.target.Target,
+    seed: int,
+) -> _Build:
+    problem = extraction.problem()
+    if strategy == STOCK:
+        planned = lowering.plan_with_stock_planner(lowered, target)
+        offsets, arena = stock_offsets(planned, extraction)
+        final = lowering.finish_lowering(planned, target, stock_planner=False)
+        report.proven_optimal = False
+    else:
+        solution = strategy_registry.solve(problem, strategy, seed=seed)
+        offsets = solution.offsets
+        arena = _align(solution.height)
+        report.plan_seconds = round(solution.seconds, 4)
+        report.proven_optimal = solution.proven_optimal
+        planned = apply_plan(lowered, extraction, offsets, arena)
+        final = lowering.finish_lowering(planned, target, stock_planner=False)
+    # The plan we report must be the plan we built: check it like any other.
+    validate_plan(problem, offsets)
+    report.intermediate_bytes = arena
+    report.planned_bytes = arena + (report.output_bytes or 0)
+    build = _Build(report, planned, offsets)
+    build.executable = execute.build(final, target)
+    return build
+
+
+def stock_offsets(planned: tvm.IRModule, extraction: Extraction) -> tuple[dict[str, int], int]:
+    """Express TVM's storage sharing as offsets: its storages laid end to end.
+
+    TVM's planner hands every tensor a whole storage at offset 0; putting those storages
+    one after another gives a plan in the same terms as ours, so the two can be drawn,
+    diffed and validated alike.
+    """
+    alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
+    alloc_tensor = tvm.ir.Op.get("relax.memory.alloc_tensor")
+    bases: dict[object, int] = {}
+    total = 0
+    placed: dict[str, int] = {}
+    for binding in bindings_of(planned[extraction.function]):
+        value = binding.value
+        if not isinstance(value, tvm.relax.Call):
+            continue
+        if value.op == alloc_storage:
+            size = int(value.args[0].values[0])
+            bases[binding.var] = total
+            total += _align(size)
+        elif value.op == alloc_tensor and value.args[0] in bases:
+            offset = int(value.args[1].value)
+            placed.setdefault(binding.var.name, bases[value.args[0]] + offset)
+    offsets = {}
+    for tensor in extraction.tensors:
+        plain = tensor.name.split("@", 1)[0]
+        if plain not in placed:
+            raise ValueError(f"TVM's planner left {tensor.name} unplanned")
+        offsets[tensor.name] = placed[plain]
+    return offsets, total
+
+
+def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, seed: int) -> None:
+    dev = execute.device_for(target)
+    inputs = network.random_inputs(seed)
+    reference = execute.run_once(builds[STOCK].executable, dev, inputs, network.entry)
+    runnable = {}
+    for strategy, build in builds.items():
+        if not build.report.ok:
+            continue
+        try:
+            outputs = execute.run_once(build.executable, dev, inputs, network.entry)
+        except Exception as exc:
+            build.report.error = f"run failed: {type(exc).__name__}: {exc}"
+            continue
+        match, worst = execute.compare_outputs(reference, outputs, rtol=RTOL, atol=ATOL)
+        build.report.outputs_match = match
+        build.report.max_abs_diff = worst
+        if not match:
+            build.report.error = (
+                f"outputs differ from the stock build: max abs diff {worst:.3g} "
+                f"(rtol {RTOL}, atol {ATOL})"
+            )
+            continue
+        runnable[strategy] = build.executable
+    if repeat > 0 and runnable:
+        timings = execute.interleaved_latency(
+            runnable, dev, inputs, repeat=repeat, entry=network.entry
+        )
+        for strategy, latency in timings.items():
+            builds[strategy].report.latency_ms = latency.to_json()
+
+
+def _write_artifacts(root: Path, extraction: Extraction, build: _Build) -> None:
+    report = build.report
+    folder = root / _slug(report.model) / _slug(report.strategy)
+    folder.mkdir(parents=True, exist_ok=True)
+    plan = {
+        "model": report.model,
+        "strategy": report.strategy,
+        "function": extraction.function,
+        "arena_bytes": report.intermediate_bytes,
+        "lower_bound_bytes": report.lower_bound_bytes,
+        "tensors": [
+            {
+                "id": t.name,
+                "shape": list(t.shape),
+                "dtype": t.dtype,
+                "size": t.size,
+                "lower": t.lower,
+                "upper": t.upper,
+                "offset": build.offsets.get(t.name),
+                "producer": t.producer,
+            }
+            for t in extraction.tensors
+        ],
+        "outputs": [
+            {"id": t.name, "shape": list(t.shape), "dtype": t.dtype, "size": t.size}
+            for t in extraction.escaping
+        ],
+    }
+    paths = {
+        "plan.json": json.dumps(plan, indent=2),
+        "module.py": build.module.script(),
+    }
+    for filename, text in paths.items():
+        (folder / filename).write_text(text)
+        report.artifacts[filename] = str(folder / filename)
+    problem_path = folder / "problem.csv"
+    write_csv(problem_path, extraction.problem(), build.offsets or None)
+    report.artifacts["problem.csv"] = str(problem_path)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
