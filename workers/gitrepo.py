@@ -1,0 +1,68 @@
+"""The few git operations a run needs, on a bare mirror of the tracked repository."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+
+class GitError(RuntimeError):
+    pass
+
+
+def _git(*args: str, cwd: Path | None = None) -> str:
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise GitError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def mirror(clone_url: str, work_dir: Path) -> Path:
+    """A bare mirror of ``clone_url`` under ``work_dir``, fetched up to date."""
+    key = hashlib.sha1(clone_url.encode()).hexdigest()[:16]
+    path = work_dir / "repos" / f"{key}.git"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _git("clone", "--quiet", "--mirror", clone_url, str(path))
+    else:
+        _git("fetch", "--quiet", "--prune", "origin", cwd=path)
+    return path
+
+
+def read_file(repo: Path, sha: str, path: str) -> str:
+    try:
+        return _git("show", f"{sha}:{path}", cwd=repo)
+    except GitError as exc:
+        raise GitError(f"{path} not found at {sha[:10]}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    parent_sha: str
+    author: str
+    message: str
+    committed_at: datetime
+
+
+def commit_info(repo: Path, rev: str) -> CommitInfo:
+    out = _git("show", "-s", "--format=%H%x00%P%x00%an%x00%ct%x00%B", rev, cwd=repo)
+    sha, parents, author, stamp, message = out.split("\x00", 4)
+    return CommitInfo(
+        sha=sha,
+        parent_sha=parents.split()[0] if parents.strip() else "",
+        author=author,
+        message=message.strip(),
+        committed_at=datetime.fromtimestamp(int(stamp), tz=UTC),
+    )
+
+
+def history(repo: Path, rev: str) -> list[CommitInfo]:
+    """Commits reachable from ``rev``, oldest first (first parents only)."""
+    shas = _git("rev-list", "--first-parent", "--reverse", rev, cwd=repo).split()
+    return [commit_info(repo, sha) for sha in shas]
