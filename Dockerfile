@@ -1,0 +1,26 @@
+# Peakwatch: one image for the web app, the workers and beat.
+FROM node:20-bookworm-slim AS frontend
+WORKDIR /src/frontend
+COPY frontend/package.json frontend/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY frontend/ ./
+RUN npm run build
+
+FROM python:3.11-slim-bookworm
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+    PEAKWATCH_DATA_DIR=/data DJANGO_DEBUG=0
+# git reads manifests at commits; g++ links the modules TVM builds.
+RUN apt-get update && apt-get install -y --no-install-recommends git g++ \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY pyproject.toml ./
+RUN python - <<'PY' > /tmp/requirements.txt && pip install --no-cache-dir -r /tmp/requirements.txt
+import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))
+PY
+COPY . .
+COPY --from=frontend /src/frontend/dist frontend/dist
+RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
+VOLUME ["/data"]
+EXPOSE 8000
+CMD ["gunicorn", "dashboard.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "3"]
