@@ -1,0 +1,113 @@
+"""The TVM boundary on real Relax modules: extraction, applying plans, checking outputs."""
+
+import numpy as np
+import pytest
+
+from planner.compile import ATOL, RTOL, STOCK, compile_model, stock_offsets
+from planner.plan import validate_plan
+from planner.problem import lower_bound
+from planner.relax import execute, lowering
+from planner.relax.apply import apply_plan
+from planner.relax.extract import extract
+from planner.zoo import ModelSource, ModelSourceError, build_network
+
+pytestmark = pytest.mark.slow
+
+RESIDUAL = ModelSource("zoo:residual_cnn", {"channels": 4, "resolution": 16, "blocks": 1})
+
+
+@pytest.fixture(scope="module")
+def lowered():
+    network = build_network(RESIDUAL)
+    target = lowering.make_target("llvm")
+    return network, target, lowering.lower_to_allocations(network.mod, target)
+
+
+def test_it_extracts_every_intermediate_with_its_lifetime(lowered):
+    _, _, mod = lowered
+
+    extraction = extract(mod)
+
+    sizes = [t.size for t in extraction.tensors]
+    assert sizes == [4 * 16 * 16 * 4] * 3 + [8 * 8 * 8 * 4]
+    stem, inner, block_out, _ = extraction.tensors
+    # The skip connection keeps the stem's output alive until the residual add.
+    assert stem.upper > inner.lower and stem.upper > block_out.lower
+    assert inner.upper <= block_out.upper
+    assert [t.producer.startswith("fused_conv2d") for t in extraction.tensors] == [True] * 4
+    # The network's output escapes to the caller and stays outside the arena.
+    assert [t.size for t in extraction.escaping] == [10 * 8 * 8 * 4]
+
+
+def test_tvm_stock_plan_reads_back_as_a_valid_offset_plan(lowered):
+    _, target, mod = lowered
+    extraction = extract(mod)
+
+    offsets, arena = stock_offsets(lowering.plan_with_stock_planner(mod, target), extraction)
+
+    validate_plan(extraction.problem(), offsets)
+    assert arena >= lower_bound(extraction.problem())
+
+
+def test_a_wrong_plan_is_caught_by_the_output_check(lowered):
+    network, target, mod = lowered
+    extraction = extract(mod)
+    everything_at_zero = {t.name: 0 for t in extraction.tensors}
+    arena = max(t.size for t in extraction.tensors)
+    inputs = network.random_inputs()
+    dev = execute.device_for(target)
+    stock = execute.build(lowering.finish_lowering(mod, target, stock_planner=True), target)
+
+    broken = apply_plan(mod, extraction, everything_at_zero, arena)
+    wrong = execute.build(lowering.finish_lowering(broken, target, stock_planner=False), target)
+
+    match, worst = execute.compare_outputs(
+        execute.run_once(stock, dev, inputs), execute.run_once(wrong, dev, inputs),
+        rtol=RTOL, atol=ATOL,
+    )
+    assert not match
+    assert worst > 1e-3
+
+
+def test_every_strategy_builds_and_matches_the_stock_outputs(tmp_path):
+    reports = compile_model(
+        RESIDUAL, [STOCK, "none", "greedy-by-size"], repeat=2, artifacts_dir=tmp_path
+    )
+
+    by_name = {r.strategy: r for r in reports}
+    for report in reports:
+        assert report.ok, report.error
+        assert report.outputs_match is True
+        assert report.max_abs_diff == 0.0
+        assert len(report.latency_ms["samples"]) == 2
+        assert report.intermediate_bytes >= report.lower_bound_bytes
+        assert {"plan.json", "problem.csv", "module.py"} <= set(report.artifacts)
+    assert by_name["none"].planned_bytes > by_name["greedy-by-size"].planned_bytes
+    greedy = by_name["greedy-by-size"]
+    assert greedy.intermediate_bytes == greedy.lower_bound_bytes
+    assert "R.memory.alloc_storage" in (tmp_path / "residual_cnn" / "greedy-by-size" /
+                                        "module.py").read_text()
+
+
+def test_it_rejects_an_unknown_strategy_before_compiling():
+    with pytest.raises(ValueError, match="unknown strategy best-guess; known: tvm-stock"):
+        compile_model(RESIDUAL, ["best-guess"])
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (ModelSource("zoo:resnet-9000"), "unknown zoo model 'resnet-9000'"),
+        (ModelSource("hub:bert"), "unsupported model source 'hub:bert'"),
+        (ModelSource("zoo:small_cnn", {"widht": 3}), "bad parameters for zoo:small_cnn"),
+    ],
+)
+def test_it_names_what_is_wrong_with_a_model_source(source, message):
+    with pytest.raises(ModelSourceError, match=message):
+        build_network(source)
+
+
+def test_inputs_are_reproducible_for_a_seed():
+    network = build_network(RESIDUAL)
+    first, second = network.random_inputs(3), network.random_inputs(3)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
