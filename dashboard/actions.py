@@ -118,7 +118,9 @@ def record_result(
         "target": report.get("target", ""),
         "environment": report.get("environment", {}),
         "details": {
-            k: report[k] for k in ("tolerance", "plan_seconds", "model_source") if k in report
+            k: report[k]
+            for k in ("tolerance", "plan_seconds", "model_source", "measured")
+            if k in report
         },
         "error": report.get("error") or "",
     }

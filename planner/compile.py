@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
+import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -20,7 +24,7 @@ import tvm
 from planner import strategies as strategy_registry
 from planner.plan import validate_plan
 from planner.problem import lower_bound, write_csv
-from planner.relax import execute, lowering
+from planner.relax import execute, lowering, memory
 from planner.relax.apply import apply_plan
 from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
 from planner.zoo import ModelSource, build_network
@@ -49,6 +53,7 @@ class StrategyReport:
     output_bytes: int | None = None
     lower_bound_bytes: int | None = None
     measured_peak_bytes: int | None = None
+    measured: dict = field(default_factory=dict)
     latency_ms: dict | None = None
     outputs_match: bool | None = None
     max_abs_diff: float | None = None
@@ -100,6 +105,7 @@ class _Build:
     module: tvm.IRModule
     offsets: dict[str, int]
     executable: object = None
+    library: Path | None = None
 
 
 def compile_model(
@@ -111,6 +117,7 @@ def compile_model(
     repeat: int = 5,
     artifacts_dir: str | Path | None = None,
     seed: int = 0,
+    memory_configs: Sequence[str] = memory.MEMORY_CONFIGS,
 ) -> list[StrategyReport]:
     """Plan, build, check and time ``source`` under each of ``strategies``.
 
@@ -155,9 +162,12 @@ def compile_model(
         report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
 
     _check_and_time(network, builds, tgt, repeat, seed)
-    if artifacts_dir is not None:
+    with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
+        root = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
         for build in builds.values():
-            _write_artifacts(Path(artifacts_dir), extraction, build)
+            _write_artifacts(root, extraction, build, keep=artifacts_dir is not None)
+        if memory_configs:
+            _measure_memory(builds, network, memory_configs)
     return [builds[s].report for s in strategies]
 
 
@@ -255,10 +265,58 @@ def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, see
             builds[strategy].report.latency_ms = latency.to_json()
 
 
-def _write_artifacts(root: Path, extraction: Extraction, build: _Build) -> None:
+def _measure_memory(builds: dict[str, _Build], network, configs: Sequence[str]) -> None:
+    """Measure every runnable build under every allocator, each in its own process.
+
+    One process per measurement, because TVM's workspace pool outlives a module: a second
+    model measured in the same process would find its kernel workspace already held.
+    """
+    inputs = network.random_inputs()
+    jobs = [
+        (build, config)
+        for build in builds.values()
+        if build.report.ok and build.library is not None
+        for config in configs
+    ]
+
+    def run(job):
+        build, config = job
+        try:
+            return memory.measure(build.library, inputs, entry=network.entry, memory_cfg=config)
+        except (memory.MeasurementError, OSError, subprocess.TimeoutExpired) as exc:
+            return {"error": str(exc)}
+
+    with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
+        for (build, config), figures in zip(jobs, pool.map(run, jobs), strict=True):
+            build.report.measured[config] = figures
+    for build in builds.values():
+        measured = build.report.measured
+        pooled, naive = measured.get("pooled", {}), measured.get("naive", {})
+        if "inference_peak_bytes" in pooled:
+            build.report.measured_peak_bytes = pooled["inference_peak_bytes"]
+        if "retained_bytes" in naive:
+            # The naive allocator returns every storage; what it still holds after the
+            # call is the outputs plus the kernel workspace pool, which is never returned.
+            workspace = naive["retained_bytes"] - (build.report.output_bytes or 0)
+            measured["workspace_bytes"] = max(0, workspace)
+            measured["weights_bytes"] = naive.get("weights_bytes")
+
+
+def _write_artifacts(root: Path, extraction: Extraction, build: _Build, keep: bool) -> None:
     report = build.report
     folder = root / _slug(report.model) / _slug(report.strategy)
     folder.mkdir(parents=True, exist_ok=True)
+    if build.executable is not None:
+        library = folder / "model.so"
+        try:
+            build.executable.export_library(str(library))
+            build.library = library
+            if keep:
+                report.artifacts["model.so"] = str(library)
+        except Exception as exc:  # a missing C compiler must not lose the other figures
+            log.warning("export_library failed for %s: %s", report.strategy, exc)
+    if not keep:
+        return
     plan = {
         "model": report.model,
         "strategy": report.strategy,

@@ -111,3 +111,22 @@ def test_inputs_are_reproducible_for_a_seed():
     network = build_network(RESIDUAL)
     first, second = network.random_inputs(3), network.random_inputs(3)
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_measured_memory_moves_with_the_plan(tmp_path):
+    reports = {
+        r.strategy: r
+        for r in compile_model(RESIDUAL, ["none", "greedy-by-size"], repeat=0)
+    }
+    none, greedy = reports["none"], reports["greedy-by-size"]
+
+    # Same kernels, same workspace and outputs: the naive allocator's peak differs by
+    # exactly the arena sizes, and the pooled peak (the default) follows.
+    naive_gap = (none.measured["naive"]["inference_peak_bytes"]
+                 - greedy.measured["naive"]["inference_peak_bytes"])
+    assert naive_gap == none.intermediate_bytes - greedy.intermediate_bytes
+    assert none.measured_peak_bytes > greedy.measured_peak_bytes >= greedy.planned_bytes
+    assert greedy.measured["workspace_bytes"] > 0
+    assert greedy.measured["weights_bytes"] == sum(
+        v.nbytes for v in build_network(RESIDUAL).random_inputs()
+    )
