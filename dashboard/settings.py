@@ -103,6 +103,11 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Peakwatch API",
     "DESCRIPTION": "Models, runs and memory-planning results tracked by Peakwatch.",
     "VERSION": "1",
+    # Runs and Results both have a "status" field with different choices.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "dashboard.models.Run.Status",
+        "ResultStatusEnum": "dashboard.models.Result.Status",
+    },
 }
 
 # Celery: the broker is Redis when REDIS_URL is set; otherwise tasks run eagerly in

@@ -1,0 +1,259 @@
+"""The read-only JSON API under ``/api/``: serializers, viewsets and the trend payload.
+
+Every list is built from one query per table it shows (``select_related`` for the rows a
+result points at, ``prefetch_related`` for its artifacts), so its cost does not grow with
+the page size.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Count
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from dashboard.models import Artifact, Commit, Model, Repository, Result, Run
+
+
+def model_trend(model: Model, *, board: str = "", branch: str = "") -> dict:
+    """Planned bytes and latency of ``model`` over commits, one series per strategy.
+
+    Plain data, shared by ``/api/models/<id>/trend/`` and the trend page, so the chart
+    draws exactly what the API serves. A commit run more than once counts with its newest
+    successful result. With results on several boards each board gets its own series.
+    """
+    results = Result.objects.for_model(model).succeeded().select_related(
+        "commit", "strategy", "board"
+    )
+    if board:
+        results = results.on_board_named(board)
+    if branch:
+        results = results.on_branch(branch)
+    newest: dict[tuple[str, str], dict[int, Result]] = {}
+    for result in results.chronological():
+        series = newest.setdefault((result.strategy.name, result.board.name), {})
+        # Chronological with ids ascending: a later run of the same commit replaces it.
+        series[result.commit_id] = result
+    return {
+        "model": {
+            "id": model.pk,
+            "name": model.name,
+            "repository": model.repository.name,
+            "url": model.get_absolute_url(),
+        },
+        "board": board or None,
+        "branch": branch or None,
+        "series": [
+            {
+                "strategy": strategy,
+                "board": board_name,
+                "points": [_trend_point(result) for result in by_commit.values()],
+            }
+            for (strategy, board_name), by_commit in sorted(newest.items())
+        ],
+    }
+
+
+def _trend_point(result: Result) -> dict:
+    commit = result.commit
+    return {
+        "commit_sha": commit.sha,
+        "short_sha": commit.short_sha,
+        "title": commit.title,
+        "author": commit.author,
+        "committed_at": commit.committed_at.isoformat(),
+        "planned_bytes": result.planned_bytes,
+        "intermediate_bytes": result.intermediate_bytes,
+        "lower_bound_bytes": result.lower_bound_bytes,
+        "latency_median_ms": result.latency_median_ms,
+        "run_id": result.run_id,
+        "run_url": Run(pk=result.run_id).get_absolute_url(),
+    }
+
+
+class RepositorySerializer(serializers.ModelSerializer):
+    model_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Repository
+        # Not the clone URL (may embed a token) nor the webhook secret.
+        fields = ["id", "name", "default_branch", "created_at", "model_count"]
+
+
+class ModelSerializer(serializers.ModelSerializer):
+    repository = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    page_url = serializers.CharField(source="get_absolute_url", read_only=True)
+
+    class Meta:
+        model = Model
+        fields = ["id", "repository", "name", "source", "description", "page_url"]
+
+
+class CommitSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Commit
+        fields = [
+            "sha", "short_sha", "title", "message", "author", "branch", "parent_sha",
+            "committed_at",
+        ]
+
+
+class ProgressSerializer(serializers.Serializer):
+    done = serializers.IntegerField(source="progress_done")
+    total = serializers.IntegerField(source="progress_total")
+    percent = serializers.IntegerField(source="progress_percent")
+
+
+class RunSerializer(serializers.ModelSerializer):
+    repository = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    commit = CommitSerializer(read_only=True)
+    progress = ProgressSerializer(source="*", read_only=True)
+    is_finished = serializers.BooleanField(read_only=True)
+    page_url = serializers.CharField(source="get_absolute_url", read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "repository", "commit", "status", "is_finished", "trigger", "progress",
+            "created_at", "started_at", "finished_at", "error", "page_url",
+        ]
+
+
+class RunDetailSerializer(RunSerializer):
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "log"]
+
+
+class ArtifactSerializer(serializers.ModelSerializer):
+    download_url = serializers.CharField(source="get_absolute_url", read_only=True)
+
+    class Meta:
+        model = Artifact
+        fields = ["id", "name", "size", "content_type", "download_url"]
+
+
+class ResultSerializer(serializers.ModelSerializer):
+    commit_sha = serializers.CharField(source="commit.sha", read_only=True)
+    repository = serializers.CharField(source="model.repository.name", read_only=True)
+    model = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    strategy = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    board = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    artifacts = ArtifactSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Result
+        fields = [
+            "id", "run", "commit_sha", "repository", "model", "strategy", "board", "status",
+            "planned_bytes", "intermediate_bytes", "output_bytes", "measured_peak_bytes",
+            "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "outputs_match",
+            "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version", "target",
+            "error", "created_at", "artifacts",
+        ]
+
+
+class RepositoryViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = RepositorySerializer
+    queryset = Repository.objects.annotate(model_count=Count("models")).order_by("name")
+
+
+class ModelViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = ModelSerializer
+
+    def get_queryset(self):
+        models = Model.objects.select_related("repository").order_by("repository__name", "name")
+        repository = self.request.query_params.get("repository")
+        if repository:
+            models = models.filter(repository__name=repository)
+        return models
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("board", str, description="only results on this board"),
+            OpenApiParameter("branch", str, description="only commits on this branch"),
+        ],
+        responses=inline_serializer(
+            "Trend",
+            fields={
+                "model": serializers.DictField(),
+                "board": serializers.CharField(allow_null=True),
+                "branch": serializers.CharField(allow_null=True),
+                "series": serializers.ListField(child=serializers.DictField()),
+            },
+        ),
+    )
+    @action(detail=True)
+    def trend(self, request, pk=None):
+        """Planned bytes and latency over commits, one series per strategy (and board)."""
+        model = self.get_object()
+        return Response(
+            model_trend(
+                model,
+                board=request.query_params.get("board", ""),
+                branch=request.query_params.get("branch", ""),
+            )
+        )
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("repository", str, description="repository name"),
+        OpenApiParameter("status", str, enum=Run.Status.values),
+    ]
+)
+class RunViewSet(viewsets.ReadOnlyModelViewSet):
+    def get_queryset(self):
+        runs = Run.objects.with_commit().newest_first()
+        repository = self.request.query_params.get("repository")
+        if repository:
+            runs = runs.filter(repository__name=repository)
+        status = self.request.query_params.get("status")
+        if status:
+            runs = runs.filter(status=status)
+        return runs
+
+    def get_serializer_class(self):
+        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("model", str, description="model id, or name (with repository)"),
+        OpenApiParameter("repository", str, description="repository name"),
+        OpenApiParameter("strategy", str, description="strategy name"),
+        OpenApiParameter("board", str, description="board name"),
+        OpenApiParameter("commit", str, description="commit sha or a prefix of it"),
+        OpenApiParameter("run", OpenApiTypes.INT, description="run id"),
+        OpenApiParameter("status", str, enum=Result.Status.values),
+    ]
+)
+class ResultViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = ResultSerializer
+
+    def get_queryset(self):
+        params = self.request.query_params
+        results = Result.objects.with_related().chronological()
+        if params.get("repository"):
+            results = results.in_repository_named(params["repository"])
+        if params.get("model"):
+            model = params["model"]
+            if model.isdigit():
+                results = results.for_model(model)
+            else:
+                results = results.for_model_named(model)
+        if params.get("strategy"):
+            results = results.for_strategy_named(params["strategy"])
+        if params.get("board"):
+            results = results.on_board_named(params["board"])
+        if params.get("commit"):
+            results = results.for_commit_sha(params["commit"])
+        if params.get("run"):
+            if not params["run"].isdigit():
+                raise ValidationError({"run": "a run id is a number"})
+            results = results.for_run(params["run"])
+        if params.get("status"):
+            results = results.filter(status=params["status"])
+        return results
+

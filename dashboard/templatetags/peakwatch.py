@@ -1,0 +1,52 @@
+"""Template filters for showing measurements in human units."""
+
+from __future__ import annotations
+
+from django import template
+from django.utils.html import format_html
+
+register = template.Library()
+
+_UNITS = ["B", "KiB", "MiB", "GiB", "TiB"]
+MISSING = "—"
+
+
+def human_bytes(value: int | None) -> str:
+    """``51712`` -> ``"50.5 KiB"``: binary units, one decimal above bytes.
+
+    frontend/src/format.js formats the same way, so a chart tooltip and a table cell
+    agree.
+    """
+    if value is None:
+        return MISSING
+    size = float(value)
+    unit = 0
+    while abs(size) >= 1024 and unit < len(_UNITS) - 1:
+        size /= 1024
+        unit += 1
+    if unit == 0:
+        return f"{int(value)} B"
+    return f"{size:.1f} {_UNITS[unit]}"
+
+
+@register.filter(name="bytes")
+def bytes_with_exact_title(value: int | None) -> str:
+    """A human size with the exact byte count on hover."""
+    if value is None or value == "":
+        return MISSING
+    return format_html(
+        '<span class="bytes" title="{} bytes">{}</span>', f"{int(value):,}", human_bytes(int(value))
+    )
+
+
+@register.filter
+def ms(value: float | None) -> str:
+    """Milliseconds with precision that suits the magnitude."""
+    if value is None or value == "":
+        return MISSING
+    value = float(value)
+    if value < 10:
+        return f"{value:.3f} ms"
+    if value < 1000:
+        return f"{value:.1f} ms"
+    return f"{value / 1000:.2f} s"

@@ -1,0 +1,96 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { buildDatasets, commitAt, commitsOf, LOWER_BOUND_LABEL, runUrlAt } from "../src/series.js";
+
+function point(i, planned, extra = {}) {
+  return {
+    commit_sha: `${i}`.padStart(2, "0") + "a".repeat(38),
+    short_sha: `${i}`.padStart(2, "0") + "a".repeat(8),
+    title: `Commit number ${i}`,
+    author: "Ada Planner",
+    committed_at: `2026-11-01T0${i}:00:00+00:00`,
+    planned_bytes: planned,
+    intermediate_bytes: planned - 1024,
+    lower_bound_bytes: Math.trunc(planned * 0.8),
+    latency_median_ms: 1 + i / 10,
+    run_id: 10 + i,
+    run_url: `/runs/${10 + i}/`,
+    ...extra,
+  };
+}
+
+const trend = {
+  series: [
+    { strategy: "greedy-by-size", board: "cpu", points: [point(0, 900), point(1, 950), point(2, 990)] },
+    // Missing commit 1; given out of order to check the commits are sorted by time.
+    { strategy: "none", board: "cpu", points: [point(2, 1700), point(0, 1600)] },
+  ],
+};
+
+test("it lists every commit once, oldest first", () => {
+  const shuffled = {
+    series: [
+      { strategy: "none", board: "cpu", points: [point(2, 1), point(0, 1)] },
+      { strategy: "tvm-stock", board: "cpu", points: [point(1, 1), point(2, 1)] },
+    ],
+  };
+  assert.deepEqual(
+    commitsOf(shuffled).map((c) => c.title),
+    ["Commit number 0", "Commit number 1", "Commit number 2"],
+  );
+});
+
+test("it builds one dataset per strategy aligned on the commits", () => {
+  const chart = buildDatasets(trend, "planned_bytes");
+  assert.deepEqual(chart.labels, ["00aaaaa", "01aaaaa", "02aaaaa"]);
+  assert.deepEqual(
+    chart.datasets.map((d) => [d.label, d.data]),
+    [
+      ["greedy-by-size", [900, 950, 990]],
+      ["none", [1600, null, 1700]],
+    ],
+  );
+});
+
+test("it adds the tightest lower bound per commit as its own dataset", () => {
+  const chart = buildDatasets(trend, "planned_bytes", { lowerBound: true });
+  const bound = chart.datasets.at(-1);
+  assert.equal(bound.label, LOWER_BOUND_LABEL);
+  assert.equal(bound.lowerBound, true);
+  assert.deepEqual(bound.data, [1280, 760, 1360]);
+});
+
+test("it labels series with their board when there are several boards", () => {
+  const twoBoards = {
+    series: [
+      { strategy: "none", board: "cpu", points: [point(0, 1)] },
+      { strategy: "none", board: "cuda", points: [point(0, 2)] },
+    ],
+  };
+  assert.deepEqual(
+    buildDatasets(twoBoards, "planned_bytes").datasets.map((d) => d.label),
+    ["none @ cpu", "none @ cuda"],
+  );
+});
+
+test("it picks the measurement named by the field", () => {
+  const chart = buildDatasets(trend, "latency_median_ms");
+  assert.deepEqual(chart.datasets[0].data, [1, 1.1, 1.2]);
+});
+
+test("it finds the run a clicked point belongs to", () => {
+  const chart = buildDatasets(trend, "planned_bytes", { lowerBound: true });
+  assert.equal(runUrlAt(chart, 0, 1), "/runs/11/");
+  assert.equal(runUrlAt(chart, 1, 2), "/runs/12/");
+  // The lower bound and a gap both fall back to the commit's run.
+  assert.equal(runUrlAt(chart, 2, 0), "/runs/10/");
+  assert.equal(runUrlAt(chart, 1, 1), "/runs/11/");
+  assert.equal(commitAt(chart, 5), null);
+});
+
+test("it draws nothing for a model without results", () => {
+  const chart = buildDatasets({ series: [] }, "planned_bytes", { lowerBound: true });
+  assert.deepEqual(chart.labels, []);
+  assert.deepEqual(chart.datasets[0].data, []);
+});

@@ -1,0 +1,89 @@
+"""The model trend page in a real browser: the charts draw the recorded history."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+STRATEGIES = ["greedy-by-size", "none", "tvm-stock"]
+
+DATASETS = """() => window.peakwatchCharts.map((chart) => chart.data.datasets.map((dataset) => ({
+    label: dataset.label,
+    points: dataset.data.length,
+    drawn: chart.getDatasetMeta(chart.data.datasets.indexOf(dataset)).data.length,
+    dashed: (dataset.borderDash || []).length > 0,
+})))"""
+
+POINT_POSITION = """([chartIndex, label, index]) => {
+    const chart = window.peakwatchCharts[chartIndex];
+    const datasetIndex = chart.data.datasets.findIndex((dataset) => dataset.label === label);
+    const point = chart.getDatasetMeta(datasetIndex).data[index];
+    const box = chart.canvas.getBoundingClientRect();
+    return { x: box.left + point.x, y: box.top + point.y };
+}"""
+
+
+@pytest.fixture
+def trend_page(page, live_server, recorded_history):
+    """The trend page of small-cnn, opened once its charts report they are drawn."""
+    page.goto(f"{live_server.url}/repos/demo/models/small-cnn/")
+    page.wait_for_selector("[data-trend-charts][data-ready='true']", timeout=10_000)
+    return page
+
+
+def test_it_draws_one_line_per_strategy_and_the_lower_bound(trend_page, screenshot_dir):
+    planned, latency = trend_page.evaluate(DATASETS)
+
+    assert [d["label"] for d in planned] == [*STRATEGIES, "lower bound"]
+    assert all(d["points"] == 4 and d["drawn"] == 4 for d in planned)
+    assert [d["dashed"] for d in planned] == [False, False, False, True]
+    assert [d["label"] for d in latency] == STRATEGIES
+    assert all(d["points"] == 4 for d in latency)
+    # The bundle and stylesheet came from the server, and nothing failed on the way.
+    assert trend_page.evaluate("getComputedStyle(document.body).margin") == "0px"
+    assert trend_page.problems == []
+    trend_page.screenshot(path=str(screenshot_dir / "trend-page.png"), full_page=True)
+
+
+def test_it_shows_the_commit_of_a_hovered_point(trend_page):
+    position = trend_page.evaluate(POINT_POSITION, [0, "none", 2])
+
+    trend_page.mouse.move(position["x"], position["y"])
+
+    tooltip = trend_page.evaluate(
+        "() => { const t = window.peakwatchCharts[0].tooltip;"
+        " return { title: t.title, lines: t.body.flatMap((b) => b.lines) }; }"
+    )
+    # Chart.js shows the title and the after-title lines together.
+    assert tooltip["title"] == ["02aaaaa Commit number 2", "by Ada Planner"]
+    assert "none: 86.1 KiB (88,192 bytes)" in tooltip["lines"]
+
+
+def test_it_opens_the_run_of_a_clicked_point(trend_page, live_server, recorded_history):
+    # Given the point of the third commit on the "none" line
+    position = trend_page.evaluate(POINT_POSITION, [0, "none", 2])
+
+    # When it is clicked
+    with trend_page.expect_navigation():
+        trend_page.mouse.click(position["x"], position["y"])
+
+    # Then the browser is on that commit's run page
+    assert trend_page.url == f"{live_server.url}{recorded_history[2].get_absolute_url()}"
+    assert "Commit number 2" in trend_page.inner_text("h2")
+
+
+def test_it_follows_the_system_dark_mode(browser, bundle, live_server, recorded_history,
+                                         screenshot_dir):
+    context = browser.new_context(color_scheme="dark", viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{live_server.url}/repos/demo/models/small-cnn/")
+        page.wait_for_selector("[data-trend-charts][data-ready='true']", timeout=10_000)
+
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+
+        assert background == "rgb(15, 18, 23)"
+        page.screenshot(path=str(screenshot_dir / "trend-page-dark.png"), full_page=True)
+    finally:
+        context.close()

@@ -1,0 +1,212 @@
+"""The read-only JSON API under /api/ and its OpenAPI schema."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from dashboard import actions
+from dashboard.models import Model, Result, Run
+
+STRATEGIES = ["greedy-by-size", "none", "tvm-stock"]
+
+
+@pytest.fixture
+def small_cnn(recorded_history):
+    return Model.objects.get(repository__name="demo", name="small-cnn")
+
+
+def test_it_lists_repositories_without_their_secrets(client, recorded_history):
+    body = client.get("/api/repositories/").json()
+
+    assert body["count"] == 1
+    [repository] = body["results"]
+    assert repository["name"] == "demo"
+    assert repository["model_count"] == 2
+    assert "webhook_secret" not in repository
+    assert "clone_url" not in repository
+
+
+def test_it_lists_models_with_their_pages(client, recorded_history):
+    body = client.get("/api/models/", {"repository": "demo"}).json()
+
+    assert [(m["name"], m["page_url"]) for m in body["results"]] == [
+        ("residual-cnn", "/repos/demo/models/residual-cnn/"),
+        ("small-cnn", "/repos/demo/models/small-cnn/"),
+    ]
+
+
+def test_it_lists_runs_newest_first_with_progress(client, recorded_history):
+    body = client.get("/api/runs/").json()
+
+    assert [run["id"] for run in body["results"]] == [run.pk for run in reversed(recorded_history)]
+    newest = body["results"][0]
+    assert newest["status"] == "succeeded"
+    assert newest["progress"] == {"done": 6, "total": 6, "percent": 100}
+    assert newest["commit"]["title"] == "Commit number 3"
+    assert "log" not in newest
+
+
+def test_it_includes_the_log_in_one_run(client, recorded_history):
+    run = recorded_history[0]
+    actions.append_log(run, "planning small-cnn")
+
+    body = client.get(f"/api/runs/{run.pk}/").json()
+
+    assert "planning small-cnn" in body["log"]
+
+
+def test_it_lists_every_result_unfiltered(client, recorded_history):
+    assert client.get("/api/results/").json()["count"] == 4 * 2 * 3
+
+
+@pytest.mark.parametrize(
+    "filters, count",
+    [
+        ({"model": "small-cnn"}, 4 * 3),
+        ({"strategy": "none"}, 4 * 2),
+        ({"board": "cpu"}, 4 * 2 * 3),
+        ({"board": "cuda"}, 0),
+        ({"commit": "02aaaa"}, 2 * 3),
+        ({"model": "small-cnn", "strategy": "tvm-stock", "commit": "03"}, 1),
+        ({"repository": "elsewhere"}, 0),
+        ({"status": "failed"}, 0),
+    ],
+)
+def test_it_filters_results(client, recorded_history, filters, count):
+    body = client.get("/api/results/", filters).json()
+
+    assert body["count"] == count
+    for result in body["results"]:
+        for key in ("model", "strategy", "board"):
+            if key in filters:
+                assert result[key] == filters[key]
+        if "commit" in filters:
+            assert result["commit_sha"].startswith(filters["commit"])
+
+
+def test_it_filters_results_by_model_id_and_by_run(client, recorded_history, small_cnn):
+    run = recorded_history[1]
+
+    body = client.get("/api/results/", {"model": small_cnn.pk, "run": run.pk}).json()
+
+    assert body["count"] == 3
+    assert {r["run"] for r in body["results"]} == {run.pk}
+    assert {r["strategy"] for r in body["results"]} == set(STRATEGIES)
+
+
+def test_it_rejects_a_run_filter_that_is_not_an_id(client, recorded_history):
+    assert client.get("/api/results/", {"run": "latest"}).status_code == 400
+
+
+def test_it_shows_a_results_measurements_and_artifacts(client, recorded_history, tmp_path):
+    result = Result.objects.filter(run=recorded_history[0]).first()
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")
+    artifact = actions.attach_artifact(result, "plan.json", plan)
+
+    body = client.get(f"/api/results/{result.pk}/").json()
+
+    assert body["planned_bytes"] == result.planned_bytes
+    assert body["latency_median_ms"] == pytest.approx(result.latency_median_ms)
+    assert body["outputs_match"] is True
+    assert body["artifacts"] == [
+        {
+            "id": artifact.pk,
+            "name": "plan.json",
+            "size": 2,
+            "content_type": "application/json",
+            "download_url": artifact.get_absolute_url(),
+        }
+    ]
+
+
+def test_it_lists_results_in_a_bounded_number_of_queries(
+    client, recorded_history, django_assert_max_num_queries
+):
+    # Count, page, and the artifacts' prefetch: however many results there are.
+    with django_assert_max_num_queries(3):
+        client.get("/api/results/")
+
+
+def test_it_serves_a_models_trend_one_series_per_strategy(client, small_cnn, recorded_history):
+    body = client.get(f"/api/models/{small_cnn.pk}/trend/").json()
+
+    assert body["model"]["name"] == "small-cnn"
+    assert [series["strategy"] for series in body["series"]] == STRATEGIES
+    none = next(series for series in body["series"] if series["strategy"] == "none")
+    # Oldest commit first; each commit adds 4096 bytes in the recorded history.
+    assert [p["planned_bytes"] for p in none["points"]] == [
+        int(50_000 * 1.6) + 4096 * i for i in range(4)
+    ]
+    assert [p["title"] for p in none["points"]] == [f"Commit number {i}" for i in range(4)]
+    first = none["points"][0]
+    assert set(first) == {
+        "commit_sha", "short_sha", "title", "author", "committed_at", "planned_bytes",
+        "intermediate_bytes", "lower_bound_bytes", "latency_median_ms", "run_id", "run_url",
+    }
+    assert first["commit_sha"] == recorded_history[0].commit.sha
+    assert first["short_sha"] == recorded_history[0].commit.short_sha
+    assert first["author"] == "Ada Planner"
+    assert first["run_url"] == recorded_history[0].get_absolute_url()
+    assert first["latency_median_ms"] == pytest.approx(1.0)
+
+
+def test_it_counts_a_rerun_commit_once_with_its_newest_result(client, small_cnn, recorded_history):
+    # Given the newest commit run a second time, with a better plan
+    commit = recorded_history[-1].commit
+    rerun = Run.objects.create(repository=commit.repository, commit=commit)
+    actions.record_result(
+        rerun, model="small-cnn", strategy="none", board="cpu", report={"planned_bytes": 1234}
+    )
+
+    body = client.get(f"/api/models/{small_cnn.pk}/trend/").json()
+
+    none = next(series for series in body["series"] if series["strategy"] == "none")
+    assert len(none["points"]) == 4
+    assert none["points"][-1]["planned_bytes"] == 1234
+    assert none["points"][-1]["run_url"] == rerun.get_absolute_url()
+
+
+def test_it_leaves_failed_results_out_of_the_trend(client, small_cnn, recorded_history):
+    actions.record_result(
+        recorded_history[0], model="small-cnn", strategy="hill-climb", board="cpu",
+        report={"error": "gave up"},
+    )
+
+    body = client.get(f"/api/models/{small_cnn.pk}/trend/").json()
+
+    assert [series["strategy"] for series in body["series"]] == STRATEGIES
+
+
+def test_it_serves_the_trend_in_a_bounded_number_of_queries(
+    client, small_cnn, django_assert_max_num_queries
+):
+    # The model, then every result with its commit, strategy and board in one query.
+    with django_assert_max_num_queries(2):
+        response = client.get(f"/api/models/{small_cnn.pk}/trend/")
+    assert response.status_code == 200
+
+
+def test_it_answers_404_for_the_trend_of_an_unknown_model(client, recorded_history):
+    assert client.get("/api/models/987654/trend/").status_code == 404
+
+
+def test_it_publishes_an_openapi_schema_listing_the_endpoints(client):
+    response = client.get(reverse("api-schema"), {"format": "json"})
+
+    assert response.status_code == 200
+    schema = response.json()
+    assert schema["openapi"].startswith("3.")
+    assert schema["info"]["title"] == "Peakwatch API"
+    for path in (
+        "/api/repositories/", "/api/models/", "/api/models/{id}/trend/", "/api/runs/",
+        "/api/runs/{id}/", "/api/results/",
+    ):
+        assert path in schema["paths"]
+    parameters = {p["name"] for p in schema["paths"]["/api/results/"]["get"]["parameters"]}
+    assert {"model", "strategy", "board", "commit", "run"} <= parameters
+
+
+def test_it_is_read_only(client, recorded_history):
+    assert client.post("/api/runs/", {}, content_type="application/json").status_code == 405
