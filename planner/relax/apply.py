@@ -43,9 +43,7 @@ def apply_plan(
         new_bindings.append(
             relax.VarBinding(
                 arena,
-                relax.op.memory.alloc_storage(
-                    relax.ShapeExpr([arena_bytes]), 0, "global", "uint8"
-                ),
+                relax.op.memory.alloc_storage(relax.ShapeExpr([arena_bytes]), 0, "global", "uint8"),
             )
         )
     for index, binding in enumerate(bindings):
@@ -66,9 +64,7 @@ def apply_plan(
         )
 
     body = relax.SeqExpr([relax.BindingBlock(new_bindings)], func.body.body)
-    new_func = relax.Function(
-        func.params, body, func.ret_ty, func.is_pure, func.attrs, func.span
-    )
+    new_func = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs, func.span)
     result = tvm.IRModule(mod.functions, attrs=mod.attrs)
     result[extraction.function] = new_func
     return result

@@ -1,0 +1,404 @@
+"""Memory-planning problems: buffers with a size and a live interval, and their file formats.
+
+A problem is a set of buffers. Each buffer needs ``size`` bytes over the half-open interval
+``[lower, upper)`` of abstract time, may require its offset to be a multiple of ``alignment``,
+and may come with a fixed ``offset`` that a plan must keep. The CSV format is the one of the
+MiniMalloc benchmarks (``id,lower,upper,size`` plus optional ``alignment`` and ``offset``
+columns); the JSON form is ``{"name": ..., "buffers": [{"id", "lower", ...}, ...]}``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = [
+    "Buffer",
+    "Problem",
+    "ProblemError",
+    "lower_bound",
+    "problem_from_json",
+    "problem_to_json",
+    "read_csv",
+    "read_json",
+    "read_problem",
+    "write_csv",
+]
+
+REQUIRED_COLUMNS = ("id", "lower", "upper", "size")
+OPTIONAL_COLUMNS = ("alignment", "offset")
+
+
+class ProblemError(ValueError):
+    """A malformed problem: the message says what is wrong and where."""
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int subclass, but True as a size is always a mistake.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """One buffer: ``size`` bytes live over ``[lower, upper)``."""
+
+    id: str
+    lower: int
+    upper: int
+    size: int
+    alignment: int = 1
+    offset: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ProblemError(f"buffer id must be a non-empty string, got {self.id!r}")
+        for name in ("lower", "upper", "size", "alignment"):
+            if not _is_int(getattr(self, name)):
+                value = getattr(self, name)
+                raise ProblemError(f"buffer {self.id!r}: {name} must be an integer, got {value!r}")
+        if self.size < 0:
+            raise ProblemError(f"buffer {self.id!r}: size must be >= 0, got {self.size}")
+        if self.lower >= self.upper:
+            raise ProblemError(
+                f"buffer {self.id!r}: lower must be < upper, got [{self.lower}, {self.upper})"
+            )
+        if self.alignment < 1:
+            raise ProblemError(f"buffer {self.id!r}: alignment must be >= 1, got {self.alignment}")
+        if self.offset is not None:
+            if not _is_int(self.offset) or self.offset < 0:
+                raise ProblemError(
+                    f"buffer {self.id!r}: offset must be a non-negative integer, "
+                    f"got {self.offset!r}"
+                )
+            if self.offset % self.alignment:
+                raise ProblemError(
+                    f"buffer {self.id!r}: fixed offset {self.offset} is not a multiple of "
+                    f"its alignment {self.alignment}"
+                )
+
+    def overlaps(self, other: Buffer) -> bool:
+        """True when the two live intervals share an instant (zero sizes still overlap)."""
+        return self.lower < other.upper and other.lower < self.upper
+
+
+@dataclass(frozen=True)
+class Problem:
+    """An immutable planning problem; buffer ids are unique."""
+
+    buffers: tuple[Buffer, ...]
+    name: str = ""
+    _index: dict[str, int] = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        buffers = tuple(self.buffers)
+        for position, buffer in enumerate(buffers):
+            if not isinstance(buffer, Buffer):
+                raise ProblemError(f"buffers[{position}] is not a Buffer: {buffer!r}")
+        index: dict[str, int] = {}
+        for position, buffer in enumerate(buffers):
+            if buffer.id in index:
+                raise ProblemError(
+                    f"duplicate buffer id {buffer.id!r} (buffers {index[buffer.id]} and {position})"
+                )
+            index[buffer.id] = position
+        object.__setattr__(self, "buffers", buffers)
+        object.__setattr__(self, "_index", index)
+
+    def __len__(self) -> int:
+        return len(self.buffers)
+
+    def __iter__(self):
+        return iter(self.buffers)
+
+    def __getitem__(self, buffer_id: str) -> Buffer:
+        return self.buffers[self._index[buffer_id]]
+
+    def position(self, buffer_id: str) -> int:
+        """Index of the buffer with this id in ``buffers``."""
+        return self._index[buffer_id]
+
+
+def lower_bound(problem: Problem | Iterable[Buffer]) -> int:
+    """The max-live bound: the largest total size of buffers live at one instant.
+
+    Every plan is at least this high. A sweep over sorted interval ends, O(n log n).
+    """
+    events: list[tuple[int, int]] = []
+    for buffer in problem:
+        if buffer.size:
+            events.append((buffer.lower, buffer.size))
+            events.append((buffer.upper, -buffer.size))
+    # Intervals are half-open, so at equal times the ends (negative) come before the starts.
+    events.sort()
+    live = best = 0
+    for _, delta in events:
+        live += delta
+        if live > best:
+            best = live
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# CSV
+
+
+def _parse_int(text: str, column: str, where: str) -> int:
+    stripped = text.strip()
+    try:
+        return int(stripped, 10)
+    except ValueError:
+        raise ProblemError(f"{where}: {column} must be an integer, got {text!r}") from None
+
+
+def _problem_name(source: object) -> str:
+    if isinstance(source, str | os.PathLike):
+        return Path(source).stem
+    return ""
+
+
+def read_csv(path: str | os.PathLike[str] | IO[str], name: str | None = None) -> Problem:
+    """Read a MiniMalloc-style CSV (``id,lower,upper,size[,alignment][,offset]``).
+
+    Raises ProblemError naming the file, line and column of the first bad cell.
+    """
+    if isinstance(path, str | os.PathLike):
+        label = str(path)
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as handle:
+                return _read_csv_rows(handle, label, name if name is not None else Path(path).stem)
+        except OSError as error:
+            raise ProblemError(f"{label}: cannot read: {error.strerror or error}") from error
+        except UnicodeDecodeError as error:
+            raise ProblemError(f"{label}: not UTF-8 text ({error.reason})") from error
+    label = getattr(path, "name", "<stream>")
+    return _read_csv_rows(path, str(label), name or "")
+
+
+def _read_csv_rows(handle: IO[str], label: str, name: str) -> Problem:
+    reader = csv.reader(handle)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise ProblemError(
+            f"{label}: empty file, expected a header 'id,lower,upper,size'"
+        ) from None
+    except csv.Error as error:
+        raise ProblemError(f"{label}:1: {error}") from None
+    columns = [cell.strip().lower() for cell in header]
+    for number, column in enumerate(columns, start=1):
+        if column not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS:
+            raise ProblemError(
+                f"{label}:1: column {number}: unknown column {column!r} "
+                f"(expected {', '.join(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)})"
+            )
+        if columns.index(column) != number - 1:
+            raise ProblemError(f"{label}:1: column {number}: duplicate column {column!r}")
+    missing = [column for column in REQUIRED_COLUMNS if column not in columns]
+    if missing:
+        raise ProblemError(f"{label}:1: missing column(s) {', '.join(missing)}")
+    position = {column: index for index, column in enumerate(columns)}
+
+    buffers: list[Buffer] = []
+    first_line: dict[str, int] = {}
+    try:
+        for row in reader:
+            line = reader.line_num
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            if len(row) != len(columns):
+                raise ProblemError(
+                    f"{label}:{line}: expected {len(columns)} fields, got {len(row)}"
+                )
+            values: dict[str, Any] = {}
+            for column, index in position.items():
+                where = f"{label}:{line}: column {index + 1} ({column})"
+                cell = row[index]
+                if column == "id":
+                    values["id"] = cell.strip()
+                    if not values["id"]:
+                        raise ProblemError(f"{where}: empty id")
+                elif column == "offset" and not cell.strip():
+                    values["offset"] = None
+                elif column == "alignment" and not cell.strip():
+                    values["alignment"] = 1
+                else:
+                    values[column] = _parse_int(cell, column, where)
+            buffer_id = values["id"]
+            if buffer_id in first_line:
+                raise ProblemError(
+                    f"{label}:{line}: duplicate buffer id {buffer_id!r} "
+                    f"(first on line {first_line[buffer_id]})"
+                )
+            first_line[buffer_id] = line
+            try:
+                buffers.append(Buffer(**values))
+            except ProblemError as error:
+                raise ProblemError(f"{label}:{line}: {error}") from None
+    except csv.Error as error:
+        raise ProblemError(f"{label}:{reader.line_num}: {error}") from None
+    return Problem(tuple(buffers), name=name)
+
+
+def write_csv(
+    path_or_file: str | os.PathLike[str] | IO[str],
+    problem: Problem,
+    offsets: Mapping[str, int] | None = None,
+) -> None:
+    """Write the problem as CSV; with ``offsets``, add an ``offset`` column holding them.
+
+    Without ``offsets``, fixed offsets of the problem are written (empty cells elsewhere).
+    The ``alignment`` column is written only when some buffer needs one.
+    """
+    columns = list(REQUIRED_COLUMNS)
+    if any(buffer.alignment != 1 for buffer in problem.buffers):
+        columns.append("alignment")
+    if offsets is not None or any(buffer.offset is not None for buffer in problem.buffers):
+        columns.append("offset")
+    if isinstance(path_or_file, str | os.PathLike):
+        with open(path_or_file, "w", newline="", encoding="utf-8") as handle:
+            _write_csv_rows(handle, problem, offsets, columns)
+    else:
+        _write_csv_rows(path_or_file, problem, offsets, columns)
+
+
+def _write_csv_rows(
+    handle: IO[str], problem: Problem, offsets: Mapping[str, int] | None, columns: list[str]
+) -> None:
+    writer = csv.writer(handle, lineterminator="\n")
+    writer.writerow(columns)
+    for buffer in problem.buffers:
+        row: list[object] = [buffer.id, buffer.lower, buffer.upper, buffer.size]
+        if "alignment" in columns:
+            row.append(buffer.alignment)
+        if "offset" in columns:
+            if offsets is not None:
+                row.append(offsets[buffer.id])
+            else:
+                row.append("" if buffer.offset is None else buffer.offset)
+        writer.writerow(row)
+
+
+def problem_to_csv_text(problem: Problem, offsets: Mapping[str, int] | None = None) -> str:
+    """The CSV text ``write_csv`` would write."""
+    handle = io.StringIO()
+    write_csv(handle, problem, offsets)
+    return handle.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# JSON
+
+
+def problem_to_json(problem: Problem) -> dict[str, Any]:
+    """A JSON-ready dict: ``{"name": ..., "buffers": [{"id", "lower", "upper", "size",
+    "alignment", "offset"}, ...]}``."""
+    return {
+        "name": problem.name,
+        "buffers": [
+            {
+                "id": buffer.id,
+                "lower": buffer.lower,
+                "upper": buffer.upper,
+                "size": buffer.size,
+                "alignment": buffer.alignment,
+                "offset": buffer.offset,
+            }
+            for buffer in problem.buffers
+        ],
+    }
+
+
+def problem_from_json(obj: Any, label: str = "<json>") -> Problem:
+    """Build a problem from the dict ``problem_to_json`` returns (or a bare list of buffers).
+
+    ``alignment`` and ``offset`` may be left out. Raises ProblemError naming the bad field.
+    """
+    if isinstance(obj, list):
+        obj = {"buffers": obj}
+    if not isinstance(obj, dict):
+        raise ProblemError(f"{label}: expected an object with 'buffers', got {type(obj).__name__}")
+    name = obj.get("name", "")
+    if name is None:
+        name = ""
+    if not isinstance(name, str):
+        raise ProblemError(f"{label}: name must be a string, got {name!r}")
+    unknown = set(obj) - {"name", "buffers"}
+    if unknown:
+        raise ProblemError(f"{label}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+    items = obj.get("buffers")
+    if not isinstance(items, list):
+        raise ProblemError(f"{label}: 'buffers' must be a list")
+    buffers: list[Buffer] = []
+    seen: dict[str, int] = {}
+    allowed = set(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
+    for number, item in enumerate(items):
+        where = f"{label}: buffers[{number}]"
+        if not isinstance(item, dict):
+            raise ProblemError(f"{where}: expected an object, got {type(item).__name__}")
+        missing = [key for key in REQUIRED_COLUMNS if key not in item]
+        if missing:
+            raise ProblemError(f"{where}: missing field(s) {', '.join(missing)}")
+        extra = set(item) - allowed
+        if extra:
+            raise ProblemError(f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}")
+        buffer_id = item["id"]
+        if _is_int(buffer_id):
+            buffer_id = str(buffer_id)
+        for key in ("lower", "upper", "size", "alignment", "offset"):
+            value = item.get(key)
+            if key in ("alignment", "offset") and value is None:
+                continue
+            if not _is_int(value):
+                raise ProblemError(f"{where}.{key}: must be an integer, got {value!r}")
+        if isinstance(buffer_id, str) and buffer_id in seen:
+            raise ProblemError(
+                f"{where}: duplicate buffer id {buffer_id!r} (first at buffers[{seen[buffer_id]}])"
+            )
+        alignment = item.get("alignment")
+        try:
+            buffer = Buffer(
+                id=buffer_id,
+                lower=item["lower"],
+                upper=item["upper"],
+                size=item["size"],
+                alignment=1 if alignment is None else alignment,
+                offset=item.get("offset"),
+            )
+        except ProblemError as error:
+            raise ProblemError(f"{where}: {error}") from None
+        seen[buffer.id] = number
+        buffers.append(buffer)
+    return Problem(tuple(buffers), name=name)
+
+
+def read_json(path: str | os.PathLike[str]) -> Problem:
+    """Read a problem from a JSON file in the ``problem_to_json`` form."""
+    label = str(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            obj = json.load(handle)
+    except OSError as error:
+        raise ProblemError(f"{label}: cannot read: {error.strerror or error}") from error
+    except json.JSONDecodeError as error:
+        raise ProblemError(
+            f"{label}:{error.lineno}: column {error.colno}: invalid JSON: {error.msg}"
+        ) from None
+    except UnicodeDecodeError as error:
+        raise ProblemError(f"{label}: not UTF-8 text ({error.reason})") from error
+    problem = problem_from_json(obj, label=label)
+    if not problem.name:
+        problem = Problem(problem.buffers, name=Path(path).stem)
+    return problem
+
+
+def read_problem(path: str | os.PathLike[str]) -> Problem:
+    """Read a ``.json`` or (any other suffix) CSV problem file."""
+    if Path(path).suffix.lower() == ".json":
+        return read_json(path)
+    return read_csv(path)
