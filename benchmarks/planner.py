@@ -13,6 +13,7 @@ Usage: python benchmarks/planner.py [--dir DIR] [--time-limit 60] [--sizes 1000,
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
 import sys
@@ -158,7 +159,8 @@ def minimalloc_table(directory: Path, strategies: list[str], time_limit: float) 
     if not files:
         print(f"(no MiniMalloc files in {directory})")
         return
-    print(f"## MiniMalloc challenging instances ({directory})\n")
+    shown = os.path.relpath(directory, ROOT)  # never a path of the machine it ran on
+    print(f"## MiniMalloc challenging instances ({shown})\n")
     print(
         f"`optimal` runs with the file's capacity and --time-limit {time_limit:g}; "
         "`hill-climb` with its default 1 s limit.\n"
