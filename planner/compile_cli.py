@@ -1,0 +1,102 @@
+"""``python -m planner compile``: plan a real model under strategies, build, check, measure.
+
+TVM is imported by the handler only, so ``python -m planner strategies`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from planner.cli import register_subcommand
+
+
+def _param(text: str) -> tuple[str, object]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw  # a bare word is a string
+    return key, value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help="zoo:NAME, a path to an .onnx file, or module.py:factory")
+    parser.add_argument(
+        "--strategy", action="append", default=None,
+        help="a strategy name, or 'all'; repeat for several (default: all)",
+    )
+    parser.add_argument("--param", action="append", type=_param, default=[],
+                        metavar="KEY=VALUE", help="a model parameter, e.g. resolution=64")
+    parser.add_argument("--target", default="llvm")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per strategy")
+    parser.add_argument("--no-memory", action="store_true",
+                        help="skip measuring the bytes the runtime really holds")
+    parser.add_argument("--artifacts", type=Path, default=None,
+                        help="folder for plans, problems, modules and libraries")
+    parser.add_argument("--json", type=Path, default=None, dest="json_out",
+                        help="write every strategy's report here")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from planner.compile import compile_model, strategy_names
+    from planner.zoo import ModelSource, ModelSourceError
+
+    known = strategy_names()
+    requested = args.strategy or ["all"]
+    strategies = known if "all" in requested else list(dict.fromkeys(requested))
+    unknown = [s for s in strategies if s not in known]
+    if unknown:
+        sys.stderr.write(f"planner: unknown strategy {', '.join(unknown)}; "
+                         f"known: {', '.join(known)}\n")
+        return 2
+    source = ModelSource(args.model, dict(args.param))
+    try:
+        reports = compile_model(
+            source, strategies, target=args.target, repeat=args.repeat,
+            artifacts_dir=args.artifacts, memory_configs=() if args.no_memory else
+            ("pooled", "naive"),
+        )
+    except ModelSourceError as exc:
+        sys.stderr.write(f"planner: {exc}\n")
+        return 2
+    sys.stdout.write(format_table(reports) + "\n")
+    if args.json_out:
+        args.json_out.write_text(json.dumps([r.to_json() for r in reports], indent=2))
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def format_table(reports) -> str:
+    header = ("strategy", "planned", "intermediates", "lower bound", "measured peak",
+              "latency ms", "match", "compile s")
+    rows = [header]
+    for r in reports:
+        latency = r.latency_ms or {}
+        rows.append((
+            r.strategy,
+            _num(r.planned_bytes), _num(r.intermediate_bytes), _num(r.lower_bound_bytes),
+            _num(r.measured_peak_bytes),
+            f"{latency['median']:.3f}" if "median" in latency else "-",
+            {True: "yes", False: "NO", None: "-"}[r.outputs_match],
+            f"{r.compile_seconds:.2f}" if r.compile_seconds is not None else "-",
+        ))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(str(c).rjust(w) if i else str(c).ljust(w)
+                       for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+             for row in rows]
+    errors = [f"{r.strategy}: {r.error}" for r in reports if r.error]
+    return "\n".join(lines + errors)
+
+
+def _num(value) -> str:
+    return f"{value:,}" if value is not None else "-"
+
+
+register_subcommand(
+    "compile", configure, handle,
+    help="compile a model with TVM under planning strategies; check and measure each build",
+)
