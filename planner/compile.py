@@ -27,6 +27,7 @@ from planner.problem import lower_bound, write_csv
 from planner.relax import execute, lowering, memory
 from planner.relax.apply import apply_plan
 from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
+from planner.relax.kernel_temps import lift_kernel_temporaries
 from planner.zoo import ModelSource, build_network
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,11 @@ class StrategyReport:
     intermediate_bytes: int | None = None
     output_bytes: int | None = None
     lower_bound_bytes: int | None = None
+    kernel_workspace_bytes: int = 0
+    kernel_stack_bytes: int = 0
     measured_peak_bytes: int | None = None
     measured: dict = field(default_factory=dict)
+    peak: dict = field(default_factory=dict)
     latency_ms: dict | None = None
     outputs_match: bool | None = None
     max_abs_diff: float | None = None
@@ -104,6 +108,7 @@ class _Build:
     report: StrategyReport
     module: tvm.IRModule
     offsets: dict[str, int]
+    extraction: Extraction
     executable: object = None
     library: Path | None = None
 
@@ -118,54 +123,74 @@ def compile_model(
     artifacts_dir: str | Path | None = None,
     seed: int = 0,
     memory_configs: Sequence[str] = memory.MEMORY_CONFIGS,
+    lift_temporaries: bool = True,
+    base_dir: str | Path | None = None,
 ) -> list[StrategyReport]:
     """Plan, build, check and time ``source`` under each of ``strategies``.
 
     Every planned build is run on the same inputs as TVM's stock build and compared; a build
     whose outputs differ is reported with ``outputs_match=False`` and an error, never as a
     plain number. One failing strategy does not stop the others.
+
+    With ``lift_temporaries`` our strategies also plan the kernels' own temporaries (see
+    :mod:`planner.relax.kernel_temps`); ``tvm-stock`` always leaves them to TVM's workspace
+    pool, as TVM does, and ``kernel_workspace_bytes`` estimates that pool statically; the
+    measured peak is what compares the two fairly.
     """
     unknown = [s for s in strategies if s not in strategy_names()]
     if unknown:
         raise ValueError(
             f"unknown strategy {', '.join(unknown)}; known: {', '.join(strategy_names())}"
         )
-    network = build_network(source)
+    network = build_network(source, base_dir=Path(base_dir) if base_dir else None)
     name = model_name or network.name
     tgt = lowering.make_target(target)
     env = environment()
     started = time.perf_counter()
     lowered = lowering.lower_to_allocations(network.mod, tgt)
-    extraction = extract(lowered, network.entry)
-    problem = extraction.problem(name=name)
+    plain = extract(lowered, network.entry)
+    lifted_mod, temporaries = lift_kernel_temporaries(lowered, network.entry)
+    lifted = extract(lifted_mod, network.entry) if lift_temporaries else plain
+    if not lift_temporaries:
+        lifted_mod = lowered
+    problem = lifted.problem(name=name)
     bound = _align(lower_bound(problem)) if problem.buffers else 0
-    output_bytes = sum(t.size for t in extraction.escaping)
+    output_bytes = sum(t.size for t in plain.escaping)
     lowering_seconds = time.perf_counter() - started
 
     builds: dict[str, _Build] = {}
     for strategy in dict.fromkeys([STOCK, *strategies]):
+        stock = strategy == STOCK
+        extraction = plain if stock else lifted
         report = StrategyReport(
             model=name,
             strategy=strategy,
             lower_bound_bytes=bound,
             output_bytes=output_bytes,
+            kernel_workspace_bytes=temporaries.lifted_bytes
+            if stock or not lift_temporaries else 0,
+            kernel_stack_bytes=temporaries.stack_bytes,
             target=str(tgt),
             environment=env,
         )
         t0 = time.perf_counter()
         try:
-            builds[strategy] = _plan_and_build(lowered, extraction, strategy, report, tgt, seed)
+            builds[strategy] = _plan_and_build(
+                lowered if stock else lifted_mod, extraction, strategy, report, tgt, seed
+            )
         except Exception as exc:  # one broken strategy must not hide the others
             log.exception("strategy %s failed on %s", strategy, name)
             report.error = f"{type(exc).__name__}: {exc}"
-            builds[strategy] = _Build(report, lowered, {})
+            builds[strategy] = _Build(report, lowered, {}, extraction)
         report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
 
     _check_and_time(network, builds, tgt, repeat, seed)
     with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
         root = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
         for build in builds.values():
-            _write_artifacts(root, extraction, build, keep=artifacts_dir is not None)
+            _write_artifacts(
+                root, build, keep=artifacts_dir is not None, export=bool(memory_configs)
+            )
         if memory_configs:
             _measure_memory(builds, network, memory_configs)
     return [builds[s].report for s in strategies]
@@ -196,10 +221,46 @@ def _plan_and_build(
     # The plan we report must be the plan we built: check it like any other.
     validate_plan(problem, offsets)
     report.intermediate_bytes = arena
+    # What the plan itself allocates. Kernel workspace left to TVM's pool is reported apart
+    # (a static estimate): only the measured peak compares builds with and without it.
     report.planned_bytes = arena + (report.output_bytes or 0)
-    build = _Build(report, planned, offsets)
+    report.peak = peak_breakdown(extraction, offsets)
+    build = _Build(report, planned, offsets, extraction)
     build.executable = execute.build(final, target)
     return build
+
+
+def peak_breakdown(extraction: Extraction, offsets: dict[str, int], top: int = 20) -> dict:
+    """The instant where the most tensor bytes are live, and who holds them.
+
+    That instant is where no plan can do better than the sum shown, so these tensors (and
+    the operators producing them) are what a user has to change to need less memory.
+    """
+    events = sorted(
+        [(t.lower, 1, t) for t in extraction.tensors]
+        + [(t.upper, 0, t) for t in extraction.tensors],
+        key=lambda e: (e[0], e[1]),
+    )
+    live, best, best_time = 0, -1, None
+    for when, starting, tensor in events:
+        live += tensor.size if starting else -tensor.size
+        if starting and live > best:
+            best, best_time = live, when
+    if best_time is None:
+        return {"time": None, "bytes": 0, "tensors": []}
+    at_peak = sorted(
+        (t for t in extraction.tensors if t.lower <= best_time < t.upper),
+        key=lambda t: -t.size,
+    )
+    return {
+        "time": best_time,
+        "bytes": best,
+        "tensors": [
+            {"id": t.name, "size": t.size, "producer": t.producer, "offset": offsets.get(t.name)}
+            for t in at_peak[:top]
+        ],
+        "more": max(0, len(at_peak) - top),
+    }
 
 
 def stock_offsets(planned: tvm.IRModule, extraction: Extraction) -> tuple[dict[str, int], int]:
@@ -237,15 +298,21 @@ def stock_offsets(planned: tvm.IRModule, extraction: Extraction) -> tuple[dict[s
 def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, seed: int) -> None:
     dev = execute.device_for(target)
     inputs = network.random_inputs(seed)
-    reference = execute.run_once(builds[STOCK].executable, dev, inputs, network.entry)
     runnable = {}
+    reference = None
     for strategy, build in builds.items():
         if not build.report.ok:
             continue
         try:
-            outputs = execute.run_once(build.executable, dev, inputs, network.entry)
+            vm = execute.load(build.executable, dev)
+            outputs = execute.run_once(vm, dev, inputs, network.entry)
         except Exception as exc:
             build.report.error = f"run failed: {type(exc).__name__}: {exc}"
+            continue
+        if strategy == STOCK:
+            reference = outputs
+        if reference is None:
+            build.report.error = "the stock build failed, so there is nothing to check against"
             continue
         match, worst = execute.compare_outputs(reference, outputs, rtol=RTOL, atol=ATOL)
         build.report.outputs_match = match
@@ -256,7 +323,7 @@ def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, see
                 f"(rtol {RTOL}, atol {ATOL})"
             )
             continue
-        runnable[strategy] = build.executable
+        runnable[strategy] = vm
     if repeat > 0 and runnable:
         timings = execute.interleaved_latency(
             runnable, dev, inputs, repeat=repeat, entry=network.entry
@@ -302,11 +369,12 @@ def _measure_memory(builds: dict[str, _Build], network, configs: Sequence[str]) 
             measured["weights_bytes"] = naive.get("weights_bytes")
 
 
-def _write_artifacts(root: Path, extraction: Extraction, build: _Build, keep: bool) -> None:
+def _write_artifacts(root: Path, build: _Build, *, keep: bool, export: bool) -> None:
     report = build.report
+    extraction = build.extraction
     folder = root / _slug(report.model) / _slug(report.strategy)
     folder.mkdir(parents=True, exist_ok=True)
-    if build.executable is not None:
+    if build.executable is not None and (keep or export):
         library = folder / "model.so"
         try:
             build.executable.export_library(str(library))
@@ -323,6 +391,8 @@ def _write_artifacts(root: Path, extraction: Extraction, build: _Build, keep: bo
         "function": extraction.function,
         "arena_bytes": report.intermediate_bytes,
         "lower_bound_bytes": report.lower_bound_bytes,
+        "kernel_workspace_bytes": report.kernel_workspace_bytes,
+        "peak": report.peak,
         "tensors": [
             {
                 "id": t.name,

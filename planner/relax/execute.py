@@ -31,13 +31,18 @@ def device_for(target: tvm.target.Target) -> tvm.runtime.Device:
     return tvm.device({"llvm": "cpu", "c": "cpu"}.get(kind, kind), 0)
 
 
+def load(executable: relax.VMExecutable, dev: tvm.runtime.Device) -> relax.VirtualMachine:
+    # Each VirtualMachine JIT-links the module again (about a second for a CNN): make one
+    # per build and reuse it for checking and timing.
+    return relax.VirtualMachine(executable, dev)
+
+
 def run_once(
-    executable: relax.VMExecutable,
+    vm: relax.VirtualMachine,
     dev: tvm.runtime.Device,
     inputs: list[np.ndarray],
     entry: str = "forward",
 ) -> list[np.ndarray]:
-    vm = relax.VirtualMachine(executable, dev)
     args = [tvm.runtime.tensor(value, dev) for value in inputs]
     return _to_numpy(vm[entry](*args))
 
@@ -66,7 +71,7 @@ def compare_outputs(
 
 
 def interleaved_latency(
-    executables: dict[str, relax.VMExecutable],
+    vms: dict[str, relax.VirtualMachine],
     dev: tvm.runtime.Device,
     inputs: list[np.ndarray],
     *,
@@ -80,14 +85,13 @@ def interleaved_latency(
     slow phase of the machine on one strategy only, so each round times each build once.
     """
     evaluators = {}
-    for name, executable in executables.items():
-        vm = relax.VirtualMachine(executable, dev)
+    for name, vm in vms.items():
         args = [tvm.runtime.tensor(v, dev) for v in inputs]
         vm.save_function(entry, f"{entry}_timed", *args)
         evaluators[name] = vm.time_evaluator(f"{entry}_timed", dev, number=1, repeat=1)
         for _ in range(warmup):
             evaluators[name]()
-    samples: dict[str, list[float]] = {name: [] for name in executables}
+    samples: dict[str, list[float]] = {name: [] for name in vms}
     for _ in range(repeat):
         for name, evaluate in evaluators.items():
             samples[name].append(evaluate().mean * 1e3)

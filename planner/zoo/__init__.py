@@ -1,26 +1,43 @@
-"""Built-in networks written in code with random weights.
+"""Where networks come from: the built-in zoo, ONNX files and Python factories.
 
-A model source is named ``zoo:NAME`` with keyword parameters, e.g. ``zoo:small_cnn`` with
-``{"channels": 16}``; the tracked repository's manifest changes those parameters from commit
-to commit, which is what moves its memory up and down.
+A model source is one of
+
+- ``zoo:NAME`` with keyword parameters, e.g. ``zoo:small_cnn`` with ``{"channels": 16}``;
+  the tracked repository's manifest changes those parameters from commit to commit, which is
+  what moves its memory up and down;
+- ``path/to/model.onnx``, with an optional ``input_shapes`` parameter for inputs whose shape
+  is symbolic in the file;
+- ``path/to/module.py:factory``, called with the parameters; it returns a
+  :class:`~planner.zoo.network.Network` or ``(torch.nn.Module, example inputs)``.
+
+Relative paths are resolved against ``base_dir`` (the tracked checkout), else the current
+directory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from planner.zoo import cnn
+from planner.zoo import cnn, densenet, mlp, mobilenet, resnet, transformer, unet
+from planner.zoo.network import Network
 
-ZOO: dict[str, Callable[..., Any]] = {
+ZOO: dict[str, Callable[..., Network]] = {
     "small_cnn": cnn.small_cnn,
     "residual_cnn": cnn.residual_cnn,
+    "resnet18": resnet.resnet18,
+    "mobilenet_v2": mobilenet.mobilenet_v2,
+    "densenet": densenet.densenet,
+    "unet": unet.unet,
+    "bert_tiny": transformer.bert_tiny,
+    "mlp": mlp.mlp,
 }
 
 
 class ModelSourceError(ValueError):
-    """A model source that cannot be built: unknown name, bad parameters."""
+    """A model source that cannot be built: unknown name, bad parameters, unreadable file."""
 
 
 @dataclass(frozen=True)
@@ -39,14 +56,23 @@ def zoo_names() -> list[str]:
     return sorted(ZOO)
 
 
-def build_network(source: ModelSource):
-    """Return a :class:`planner.zoo.cnn.Network` for ``source``."""
-    if not source.source.startswith("zoo:"):
-        raise ModelSourceError(
-            f"unsupported model source {source.source!r}: expected zoo:NAME "
-            f"with NAME one of {', '.join(zoo_names())}"
-        )
-    name = source.source.removeprefix("zoo:")
+def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Network:
+    """Return the :class:`~planner.zoo.network.Network` that ``source`` names."""
+    text = source.source
+    if text.startswith("zoo:"):
+        return _build_zoo(text.removeprefix("zoo:"), source.params)
+    if text.endswith(".onnx"):
+        return _build_onnx(_resolve(text, base_dir), source.params)
+    file_part, sep, factory = text.rpartition(":")
+    if sep and file_part.endswith(".py") and factory.isidentifier():
+        return _build_python(_resolve(file_part, base_dir), factory, source.params)
+    raise ModelSourceError(
+        f"unsupported model source {text!r}: expected zoo:NAME with NAME one of "
+        f"{', '.join(zoo_names())}, a path to an .onnx file, or path/to/module.py:factory"
+    )
+
+
+def _build_zoo(name: str, params: dict[str, Any]) -> Network:
     try:
         factory = ZOO[name]
     except KeyError:
@@ -54,6 +80,37 @@ def build_network(source: ModelSource):
             f"unknown zoo model {name!r}; known: {', '.join(zoo_names())}"
         ) from None
     try:
-        return factory(**source.params)
-    except TypeError as exc:
+        return factory(**params)
+    except (TypeError, ValueError) as exc:
         raise ModelSourceError(f"bad parameters for zoo:{name}: {exc}") from None
+
+
+def _build_onnx(path: Path, params: dict[str, Any]) -> Network:
+    from planner.zoo.onnx_source import OnnxImportError, load_onnx
+
+    unknown = set(params) - {"input_shapes"}
+    if unknown:
+        raise ModelSourceError(
+            f"bad parameters for {path.name}: ONNX sources take only input_shapes, "
+            f"not {', '.join(sorted(unknown))}"
+        )
+    try:
+        return load_onnx(path, params.get("input_shapes"))
+    except OnnxImportError as exc:
+        raise ModelSourceError(str(exc)) from exc
+
+
+def _build_python(path: Path, factory: str, params: dict[str, Any]) -> Network:
+    from planner.zoo.python_source import PythonSourceError, load_factory
+
+    try:
+        return load_factory(path, factory, params)
+    except PythonSourceError as exc:
+        raise ModelSourceError(str(exc)) from exc
+
+
+def _resolve(path: str, base_dir: Path | None) -> Path:
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute():
+        return candidate
+    return (Path(base_dir) if base_dir is not None else Path.cwd()) / candidate

@@ -2,41 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-import tvm
 from tvm.relax.frontend import nn
 
+# Network lives in planner.zoo.network; it stays importable from here for older callers.
+from planner.zoo.network import Network
+from planner.zoo.network import export_nn as _export
 
-@dataclass
-class Network:
-    """A Relax module plus the inputs to run it with (the first input is the data)."""
-
-    name: str
-    mod: tvm.IRModule
-    input_names: list[str]
-    input_shapes: list[tuple[int, ...]]
-    input_dtypes: list[str]
-    entry: str = "forward"
-
-    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        rng = np.random.default_rng(seed)
-        # Small weights keep activations finite through deep stacks.
-        return [
-            (rng.standard_normal(shape) * 0.1).astype(dtype)
-            for shape, dtype in zip(self.input_shapes, self.input_dtypes, strict=True)
-        ]
-
-
-def _export(name: str, module: nn.Module, input_shape: tuple[int, ...]) -> Network:
-    mod, params = module.export_tvm(
-        spec={"forward": {"x": nn.spec.Tensor(input_shape, "float32")}}
-    )
-    names = ["x"] + [p_name for p_name, _ in params]
-    shapes = [tuple(input_shape)] + [tuple(int(d) for d in p.shape) for _, p in params]
-    dtypes = ["float32"] + [p.dtype for _, p in params]
-    return Network(name, mod, names, shapes, dtypes)
+__all__ = ["Network", "residual_cnn", "small_cnn"]
 
 
 class _ConvReLU(nn.Module):
@@ -67,9 +39,7 @@ def small_cnn(
     channels: int = 16, resolution: int = 32, depth: int = 3, classes: int = 10
 ) -> Network:
     """A plain conv stack: channels double while the resolution halves."""
-    return _export(
-        "small_cnn", _SmallCNN(channels, depth, classes), (1, 3, resolution, resolution)
-    )
+    return _export("small_cnn", _SmallCNN(channels, depth, classes), (1, 3, resolution, resolution))
 
 
 class _ResidualBlock(nn.Module):
