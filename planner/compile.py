@@ -28,6 +28,7 @@ from planner.relax import execute, lowering, memory
 from planner.relax.apply import apply_plan
 from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
 from planner.relax.kernel_temps import lift_kernel_temporaries
+from planner.timeline import render_svg
 from planner.zoo import ModelSource, build_network
 
 log = logging.getLogger(__name__)
@@ -415,6 +416,14 @@ def _write_artifacts(root: Path, build: _Build, *, keep: bool, export: bool) -> 
         "plan.json": json.dumps(plan, indent=2),
         "module.py": build.module.script(),
     }
+    if build.offsets:
+        paths["timeline.svg"] = render_svg(
+            extraction.problem(),
+            build.offsets,
+            title=f"{report.model} / {report.strategy}: {report.intermediate_bytes:,} B",
+            peak_time=report.peak.get("time"),
+            labels={t.name: t.producer for t in extraction.tensors},
+        )
     for filename, text in paths.items():
         (folder / filename).write_text(text)
         report.artifacts[filename] = str(folder / filename)

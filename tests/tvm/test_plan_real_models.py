@@ -84,7 +84,7 @@ def test_every_strategy_builds_and_matches_the_stock_outputs(tmp_path):
         assert len(report.latency_ms["samples"]) == 2
         held = report.intermediate_bytes + report.kernel_workspace_bytes
         assert held >= report.lower_bound_bytes
-        assert {"plan.json", "problem.csv", "module.py"} <= set(report.artifacts)
+        assert {"plan.json", "problem.csv", "module.py", "timeline.svg"} <= set(report.artifacts)
     assert by_name["none"].planned_bytes > by_name["greedy-by-size"].planned_bytes
     # With the kernels' temporaries planned too, best-fit reaches the bound on this chain
     # and holds no workspace apart; TVM's storages plus its pool can only match it.
