@@ -28,6 +28,7 @@ from planner.relax import execute, lowering, memory
 from planner.relax.apply import apply_plan
 from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
 from planner.relax.kernel_temps import lift_kernel_temporaries
+from planner.relax.rewrites import find_rewrites
 from planner.timeline import render_svg
 from planner.zoo import ModelSource, build_network
 
@@ -42,8 +43,17 @@ RTOL = 1e-5
 ATOL = 1e-6
 
 
+#: Suffix of strategies that first apply the in-place and concat-elision rewrites.
+REWRITES = "+rewrites"
+REWRITE_BASES = ("best-fit", "optimal")
+
+
 def strategy_names() -> list[str]:
-    return [STOCK, *strategy_registry.strategy_names()]
+    return [
+        STOCK,
+        *strategy_registry.strategy_names(),
+        *(base + REWRITES for base in REWRITE_BASES),
+    ]
 
 
 @dataclass
@@ -59,6 +69,7 @@ class StrategyReport:
     measured_peak_bytes: int | None = None
     measured: dict = field(default_factory=dict)
     peak: dict = field(default_factory=dict)
+    rewrites: dict = field(default_factory=dict)
     latency_ms: dict | None = None
     outputs_match: bool | None = None
     max_abs_diff: float | None = None
@@ -211,6 +222,32 @@ def _plan_and_build(
         offsets, arena = stock_offsets(planned, extraction)
         final = lowering.finish_lowering(planned, target, stock_planner=False)
         report.proven_optimal = False
+    elif strategy.endswith(REWRITES):
+        base = strategy.removesuffix(REWRITES)
+        rewrites = find_rewrites(lowered, extraction)
+        merged = rewrites.problem(extraction)
+        solution = strategy_registry.solve(merged, base, seed=seed)
+        plain = strategy_registry.solve(problem, base, seed=seed)
+        # Merging lengthens lifetimes; where that costs more than it saves, keep the plain
+        # plan (same base strategy) rather than report a rewrite that made things worse.
+        if solution.height <= plain.height:
+            validate_plan(merged, solution.offsets)
+            offsets = rewrites.expand(extraction, solution.offsets)
+            drop = rewrites.dropped
+            report.rewrites = {
+                "inplace": [list(r) for r in rewrites.inplace],
+                "concat": [[k, out, ins] for k, out, ins in rewrites.concats],
+                "dropped_calls": len(drop),
+            }
+        else:
+            solution, offsets, drop = plain, plain.offsets, set()
+            report.rewrites = {"inplace": [], "concat": [], "dropped_calls": 0,
+                               "rejected": "merged plan was not smaller"}
+        arena = _align(solution.height)
+        report.plan_seconds = round(solution.seconds, 4)
+        report.proven_optimal = False
+        planned = apply_plan(lowered, extraction, offsets, arena, drop=drop)
+        final = lowering.finish_lowering(planned, target, stock_planner=False)
     else:
         solution = strategy_registry.solve(problem, strategy, seed=seed)
         offsets = solution.offsets
@@ -219,8 +256,9 @@ def _plan_and_build(
         report.proven_optimal = solution.proven_optimal
         planned = apply_plan(lowered, extraction, offsets, arena)
         final = lowering.finish_lowering(planned, target, stock_planner=False)
-    # The plan we report must be the plan we built: check it like any other.
-    validate_plan(problem, offsets)
+    if not strategy.endswith(REWRITES):
+        # The plan we report must be the plan we built: check it like any other.
+        validate_plan(problem, offsets)
     report.intermediate_bytes = arena
     # What the plan itself allocates. Kernel workspace left to TVM's pool is reported apart
     # (a static estimate): only the measured peak compares builds with and without it.

@@ -26,8 +26,13 @@ def apply_plan(
     extraction: Extraction,
     offsets: Mapping[str, int],
     arena_bytes: int,
+    *,
+    drop: frozenset[int] | set[int] = frozenset(),
 ) -> tvm.IRModule:
-    """Return ``mod`` with the planned tensors of ``extraction.function`` placed in one arena."""
+    """Return ``mod`` with the planned tensors of ``extraction.function`` placed in one arena.
+
+    Bindings whose index is in ``drop`` are left out.
+    """
     func = mod[extraction.function]
     bindings = bindings_of(func)
     if len(bindings) != extraction.num_bindings:
@@ -47,6 +52,8 @@ def apply_plan(
             )
         )
     for index, binding in enumerate(bindings):
+        if index in drop:
+            continue  # a call the plan made redundant (an elided concat copy)
         tensor = by_index.get(index)
         if tensor is None:
             new_bindings.append(binding)

@@ -1,0 +1,77 @@
+"""In-place and concat elision on real lowered models."""
+
+import pytest
+
+from planner.compile import STOCK, compile_model
+from planner.problem import lower_bound
+from planner.relax import lowering
+from planner.relax.extract import extract
+from planner.relax.kernel_temps import lift_kernel_temporaries
+from planner.relax.rewrites import find_rewrites, inplace_safe
+from planner.zoo import ModelSource, build_network
+
+pytestmark = pytest.mark.slow
+
+DENSENET = ModelSource("zoo:densenet", {"resolution": 16, "classes": 10})
+
+
+@pytest.fixture(scope="module")
+def densenet():
+    network = build_network(DENSENET)
+    target = lowering.make_target("llvm")
+    lowered = lowering.lower_to_allocations(network.mod, target)
+    lifted, _ = lift_kernel_temporaries(lowered, network.entry)
+    return network, lifted
+
+
+def _kernel(mod, name):
+    return mod[next(gv for gv in mod.functions if gv.name_hint == name)]
+
+
+def test_it_allows_elementwise_kernels_and_refuses_windowed_ones(densenet):
+    _, mod = densenet
+    bn_relu = next(gv.name_hint for gv in mod.functions
+                   if gv.name_hint.startswith("fused_multiply") and "relu" in gv.name_hint)
+    elementwise = _kernel(mod, bn_relu)
+    params = list(elementwise.params)
+    assert inplace_safe(elementwise, params[0], params[3])
+
+    conv = _kernel(mod, "fused_conv2d_multiply_add_relu")
+    by_name = {p.name: p for p in conv.params}
+    # The convolution reads a window of pad_temp: writing its result there is unsafe.
+    assert not inplace_safe(conv, by_name["pad_temp"], by_name["conv2d_nchw_intermediate"])
+    assert inplace_safe(conv, by_name["conv2d_nchw_intermediate"],
+                        by_name["T_multiply_intermediate"])
+
+
+def test_concat_inputs_land_in_their_slices_of_the_output(densenet):
+    network, mod = densenet
+    extraction = extract(mod, network.entry)
+
+    rewrites = find_rewrites(mod, extraction)
+
+    assert rewrites.concats and rewrites.dropped
+    tensors = extraction.by_name()
+    for _, output, inputs in rewrites.concats:
+        out_root, out_rel = rewrites.find(output)
+        slices = []
+        for name in inputs:
+            root, rel = rewrites.find(name)
+            assert root == out_root
+            slices.append((rel, rel + tensors[name].size))
+        # Inputs follow one another inside the output, in argument order, without overlap.
+        assert slices[0][0] >= out_rel and slices[-1][1] <= out_rel + tensors[output].size
+        assert all(a[1] <= b[0] for a, b in zip(slices, slices[1:], strict=False))
+    assert lower_bound(rewrites.problem(extraction)) < lower_bound(extraction.problem())
+
+
+def test_rewritten_plans_compute_the_same_outputs_with_less_memory():
+    reports = {r.strategy: r for r in compile_model(
+        DENSENET, [STOCK, "best-fit", "best-fit+rewrites"], repeat=1,
+    )}
+
+    rewritten, plain, stock = (reports[s] for s in ("best-fit+rewrites", "best-fit", STOCK))
+    assert rewritten.outputs_match is True and rewritten.max_abs_diff == 0.0
+    assert rewritten.rewrites["dropped_calls"] > 0
+    assert rewritten.intermediate_bytes < plain.lower_bound_bytes
+    assert rewritten.measured_peak_bytes < plain.measured_peak_bytes < stock.measured_peak_bytes
