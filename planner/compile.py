@@ -70,6 +70,7 @@ class StrategyReport:
     measured: dict = field(default_factory=dict)
     peak: dict = field(default_factory=dict)
     rewrites: dict = field(default_factory=dict)
+    shape_bounds: dict = field(default_factory=dict)
     latency_ms: dict | None = None
     outputs_match: bool | None = None
     max_abs_diff: float | None = None
@@ -159,10 +160,17 @@ def compile_model(
     tgt = lowering.make_target(target)
     env = environment()
     started = time.perf_counter()
-    lowered = lowering.lower_to_allocations(network.mod, tgt)
-    plain = extract(lowered, network.entry)
+    bounds = dict(network.shape_bounds)
+    module = network.mod
+    if bounds:
+        # TVM's own planner reads the bounds from this attribute; ours from ``bounds``.
+        module = tvm.IRModule(module.functions, attrs=module.attrs)
+        entry = next(gv for gv in module.functions if gv.name_hint == network.entry)
+        module[entry] = module[entry].with_attr("tir_var_upper_bound", bounds)
+    lowered = lowering.lower_to_allocations(module, tgt)
+    plain = extract(lowered, network.entry, bounds)
     lifted_mod, temporaries = lift_kernel_temporaries(lowered, network.entry)
-    lifted = extract(lifted_mod, network.entry) if lift_temporaries else plain
+    lifted = extract(lifted_mod, network.entry, bounds) if lift_temporaries else plain
     if not lift_temporaries:
         lifted_mod = lowered
     problem = lifted.problem(name=name)
@@ -182,6 +190,7 @@ def compile_model(
             kernel_workspace_bytes=temporaries.lifted_bytes
             if stock or not lift_temporaries else 0,
             kernel_stack_bytes=temporaries.stack_bytes,
+            shape_bounds=bounds,
             target=str(tgt),
             environment=env,
         )

@@ -75,17 +75,51 @@ def bindings_of(func: relax.Function) -> list[relax.Binding]:
     return [b for block in body.blocks for b in block.bindings]
 
 
-def _static_shape(sinfo, where: str) -> tuple[tuple[int, ...], str]:
+def _static_shape(
+    sinfo, where: str, bounds: dict[str, int]
+) -> tuple[tuple[int, ...], str]:
     if not isinstance(sinfo, relax.TensorType) or sinfo.shape is None:
         raise ExtractionError(f"{where}: allocation without a known tensor shape")
     dims = []
     for dim in sinfo.shape.values:
-        if not isinstance(dim, tvm.tirx.IntImm):
-            raise ExtractionError(
-                f"{where}: symbolic dimension {dim}; give it an upper bound first"
-            )
-        dims.append(int(dim))
+        try:
+            dims.append(upper_bound(dim, bounds))
+        except ExtractionError as exc:
+            raise ExtractionError(f"{where}: {exc}") from None
     return tuple(dims), str(sinfo.dtype)
+
+
+def upper_bound(expr, bounds: dict[str, int]) -> int:
+    """The value of a shape expression with every symbol at its upper bound.
+
+    Shape arithmetic of convolutions, pools and reshapes is monotonic in its symbols, so
+    this is the largest size the tensor can take.
+    """
+    tirx = tvm.tirx
+    if isinstance(expr, tirx.IntImm):
+        return int(expr)
+    if isinstance(expr, tirx.Var):
+        if expr.name not in bounds:
+            raise ExtractionError(
+                f"symbolic dimension {expr.name} has no upper bound; give one "
+                f"(known: {', '.join(sorted(bounds)) or 'none'})"
+            )
+        return bounds[expr.name]
+    binary = {
+        tirx.Add: lambda a, b: a + b,
+        tirx.Sub: lambda a, b: a - b,
+        tirx.Mul: lambda a, b: a * b,
+        tirx.FloorDiv: lambda a, b: a // b,
+        tirx.FloorMod: lambda a, b: a % b,
+        tirx.Max: max,
+        tirx.Min: min,
+    }
+    for kind, combine in binary.items():
+        if isinstance(expr, kind):
+            return combine(upper_bound(expr.a, bounds), upper_bound(expr.b, bounds))
+    if isinstance(expr, tirx.Cast):
+        return upper_bound(expr.value, bounds)
+    raise ExtractionError(f"cannot bound the shape expression {expr}")
 
 
 def _nbytes(shape: tuple[int, ...], dtype: str) -> int:
@@ -107,8 +141,14 @@ def _callee_name(call: relax.Call) -> str:
     return type(op).__name__
 
 
-def extract(mod: tvm.IRModule, function: str = "forward") -> Extraction:
-    """Every intermediate tensor of ``function`` with its size and live interval."""
+def extract(
+    mod: tvm.IRModule, function: str = "forward", bounds: dict[str, int] | None = None
+) -> Extraction:
+    """Every intermediate tensor of ``function`` with its size and live interval.
+
+    Symbolic dimensions take their upper bounds from ``bounds`` (by symbol name).
+    """
+    bounds = bounds or {}
     func = mod[function]
     bindings = bindings_of(func)
     # var -> ids of the allocations whose storage it may refer to
@@ -121,7 +161,7 @@ def extract(mod: tvm.IRModule, function: str = "forward") -> Extraction:
             raise ExtractionError(f"binding {index}: match_cast is not supported yet")
         value = binding.value
         if isinstance(value, relax.Call) and value.op == _ALLOC:
-            shape, dtype = _static_shape(binding.var.ty, binding.var.name)
+            shape, dtype = _static_shape(binding.var.ty, binding.var.name, bounds)
             tensors[index] = Tensor(
                 binding.var.name, index, shape, dtype, _nbytes(shape, dtype), index, index + 1
             )

@@ -36,10 +36,22 @@ class _SmallCNN(nn.Module):
 
 
 def small_cnn(
-    channels: int = 16, resolution: int = 32, depth: int = 3, classes: int = 10
+    channels: int = 16,
+    resolution: int = 32,
+    depth: int = 3,
+    classes: int = 10,
+    dynamic: bool = False,
 ) -> Network:
-    """A plain conv stack: channels double while the resolution halves."""
-    return _export("small_cnn", _SmallCNN(channels, depth, classes), (1, 3, resolution, resolution))
+    """A plain conv stack: channels double while the resolution halves.
+
+    With ``dynamic`` the height and width are symbolic (``h``, ``w``) and ``resolution`` is
+    their upper bound, as for a model deployed at several resolutions.
+    """
+    module = _SmallCNN(channels, depth, classes)
+    if dynamic:
+        bounds = {"h": resolution, "w": resolution}
+        return _export("small_cnn", module, (1, 3, "h", "w"), shape_bounds=bounds)
+    return _export("small_cnn", module, (1, 3, resolution, resolution))
 
 
 class _ResidualBlock(nn.Module):

@@ -26,13 +26,23 @@ class Network:
     input_dtypes: list[str]
     entry: str = "forward"
     fixed_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    #: Upper bounds of symbolic dimensions (by name): memory is planned for these, and the
+    #: check and timing runs use inputs of exactly this size.
+    shape_bounds: dict[str, int] = field(default_factory=dict)
+
+    def concrete_shape(self, shape: tuple[int | str, ...]) -> tuple[int, ...]:
+        try:
+            return tuple(d if isinstance(d, int) else self.shape_bounds[d] for d in shape)
+        except KeyError as exc:
+            raise ValueError(f"{self.name}: no upper bound for dimension {exc}") from None
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
         inputs = []
-        for name, shape, dtype in zip(
+        for name, symbolic, dtype in zip(
             self.input_names, self.input_shapes, self.input_dtypes, strict=True
         ):
+            shape = self.concrete_shape(symbolic)
             # Draw for every input, fixed or not, so one input's values never depend on
             # whether another one is fixed.
             # Small weights keep activations finite through deep stacks.
@@ -42,14 +52,21 @@ class Network:
 
 
 def export_nn(
-    name: str, module: nn.Module, input_shape: tuple[int, ...], dtype: str = "float32"
+    name: str,
+    module: nn.Module,
+    input_shape: tuple[int | str, ...],
+    dtype: str = "float32",
+    shape_bounds: dict[str, int] | None = None,
 ) -> Network:
-    """Export a ``relax.frontend.nn`` module whose ``forward`` takes one tensor ``x``."""
+    """Export a ``relax.frontend.nn`` module whose ``forward`` takes one tensor ``x``.
+
+    Dimensions given as names are symbolic; ``shape_bounds`` gives each its upper bound.
+    """
     mod, params = module.export_tvm(spec={"forward": {"x": nn.spec.Tensor(input_shape, dtype)}})
     names = ["x"] + [p_name for p_name, _ in params]
     shapes = [tuple(input_shape)] + [tuple(int(d) for d in p.shape) for _, p in params]
     dtypes = [dtype] + [p.dtype for _, p in params]
-    return Network(name, mod, names, shapes, dtypes)
+    return Network(name, mod, names, shapes, dtypes, shape_bounds=dict(shape_bounds or {}))
 
 
 def from_imported(name: str, mod: tvm.IRModule, entry: str = "main") -> Network:

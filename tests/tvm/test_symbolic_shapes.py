@@ -1,0 +1,34 @@
+"""Models with symbolic dimensions are planned for their upper bounds."""
+
+import pytest
+import tvm
+
+from planner.compile import STOCK, compile_model
+from planner.relax.extract import ExtractionError, upper_bound
+from planner.zoo import ModelSource
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_dynamic_model_is_planned_at_its_bound_like_the_static_one():
+    params = {"channels": 4, "resolution": 24, "depth": 2}
+    dynamic = {r.strategy: r for r in compile_model(
+        ModelSource("zoo:small_cnn", {**params, "dynamic": True}), [STOCK, "best-fit"],
+        repeat=1, memory_configs=())}
+    static = {r.strategy: r for r in compile_model(
+        ModelSource("zoo:small_cnn", params), [STOCK, "best-fit"], repeat=1,
+        memory_configs=(), lift_temporaries=False)}
+
+    for strategy in (STOCK, "best-fit"):
+        assert dynamic[strategy].outputs_match is True
+        assert dynamic[strategy].shape_bounds == {"h": 24, "w": 24}
+        assert dynamic[strategy].intermediate_bytes == static[strategy].intermediate_bytes
+
+
+def test_it_bounds_shape_arithmetic_and_names_a_missing_bound():
+    h = tvm.tirx.Var("h", "int64")
+    conv_out = tvm.tirx.floordiv(h + 2 - 3, 2) + 1
+
+    assert upper_bound(conv_out, {"h": 32}) == 16
+    with pytest.raises(ExtractionError, match="symbolic dimension h has no upper bound"):
+        upper_bound(conv_out, {})
