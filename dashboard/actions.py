@@ -17,7 +17,21 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from dashboard.models import Artifact, Board, Commit, Model, Repository, Result, Run, Strategy
+from dashboard.models import (
+    Alert,
+    ApiToken,
+    Artifact,
+    Board,
+    Commit,
+    Model,
+    Notification,
+    PullRequest,
+    Repository,
+    Result,
+    Run,
+    Strategy,
+    WebhookDelivery,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +75,22 @@ def register_board(name: str, *, kind: str = Board.Kind.CPU, target: str = "llvm
     return board
 
 
-def start_run(commit: Commit, *, trigger: str = "manual") -> Run:
+def start_run(
+    commit: Commit, *, trigger: str = "manual", pull_request: PullRequest | None = None
+) -> Run:
     """Create a queued Run for ``commit`` and hand it to the workers."""
     from workers.tasks import plan_run
 
-    run = Run.objects.create(repository=commit.repository, commit=commit, trigger=trigger)
+    run = Run.objects.create(
+        repository=commit.repository, commit=commit, trigger=trigger, pull_request=pull_request
+    )
     # The worker must see the row: queue only once the transaction is committed.
     transaction.on_commit(lambda: plan_run.delay(run.pk))
+    if commit.repository.notifies_github:
+        from workers.tracking import notify_run
+
+        # A pending commit status, so the pull request shows the check from the start.
+        transaction.on_commit(lambda: notify_run.delay(run.pk))
     return run
 
 
@@ -96,10 +119,12 @@ def append_log(run: Run, line: str) -> None:
 
 
 def record_result(
-    run: Run, *, model: str, strategy: str, board: str, report: dict
+    run: Run, *, model: str, strategy: str, board: str, report: dict, cache_key: str = ""
 ) -> Result:
     """Store one finished model x strategy x board; count it once even if redelivered."""
     fields = {
+        "cache_key": cache_key,
+        "reused_from": None,
         "commit_id": run.commit_id,
         "status": Result.Status.OK if not report.get("error") else Result.Status.FAILED,
         "planned_bytes": report.get("planned_bytes"),
@@ -119,11 +144,20 @@ def record_result(
         "environment": report.get("environment", {}),
         "details": {
             k: report[k]
-            for k in ("tolerance", "plan_seconds", "model_source", "measured")
+            for k in ("tolerance", "plan_seconds", "model_source", "measured",
+                      "kernel_workspace_bytes", "kernel_stack_bytes", "peak", "rewrites",
+                      "shape_bounds", "board", "over_capacity")
             if k in report
         },
         "error": report.get("error") or "",
     }
+    result = _store_result(run, model=model, strategy=strategy, board=board, fields=fields)
+    for name, path in (report.get("artifacts") or {}).items():
+        attach_artifact(result, name, Path(path))
+    return result
+
+
+def _store_result(run: Run, *, model: str, strategy: str, board: str, fields: dict) -> Result:
     keys = {
         "run": run,
         "model": Model.objects.get(repository=run.repository, name=model),
@@ -141,8 +175,39 @@ def record_result(
             created = False
         if created:
             Run.objects.filter(pk=run.pk).update(progress_done=F("progress_done") + 1)
-    for name, path in (report.get("artifacts") or {}).items():
-        attach_artifact(result, name, Path(path))
+    return result
+
+
+#: What a reused Result copies from the compile it reuses.
+_REUSED_FIELDS = (
+    "status", "planned_bytes", "intermediate_bytes", "output_bytes", "measured_peak_bytes",
+    "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "latency_samples_ms",
+    "outputs_match", "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version",
+    "target", "environment", "error", "cache_key",
+)
+
+
+def reuse_result(run: Run, *, model: str, strategy: str, board: str, source: Result) -> Result:
+    """Record ``source``'s figures for ``run`` without compiling: the same model content was
+    compiled before with the same strategy, TVM version and target.
+
+    Artifacts are shared, not copied: the new rows point at the files ``source`` owns.
+    """
+    fields = {name: getattr(source, name) for name in _REUSED_FIELDS}
+    fields["commit_id"] = run.commit_id
+    fields["details"] = {**source.details, "reused_from": source.pk}
+    fields["reused_from"] = source
+    result = _store_result(run, model=model, strategy=strategy, board=board, fields=fields)
+    for artifact in source.artifacts.all():
+        Artifact.objects.update_or_create(
+            result=result,
+            name=artifact.name,
+            defaults={
+                "file": artifact.file.name,
+                "size": artifact.size,
+                "content_type": artifact.content_type,
+            },
+        )
     return result
 
 
@@ -168,16 +233,226 @@ def attach_artifact(result: Result, name: str, path: Path) -> Artifact:
 
 
 def finish_run(run: Run, *, error: str = "") -> None:
-    """Close the run: failed with ``error``, or succeeded once every result is in."""
+    """Close the run: failed with ``error``, or succeeded once every result is in.
+
+    The board that closes the run (the conditional update matches once) also looks for
+    regressions and queues the notifications.
+    """
     if error:
-        Run.objects.filter(pk=run.pk).update(
+        closed = Run.objects.filter(pk=run.pk).exclude(status=Run.Status.FAILED).update(
             status=Run.Status.FAILED, error=error, finished_at=timezone.now()
         )
-        return
-    Run.objects.filter(pk=run.pk, progress_done__gte=F("progress_total")).exclude(
-        status=Run.Status.FAILED
-    ).update(status=Run.Status.SUCCEEDED, finished_at=timezone.now())
+        if not closed:
+            # Already failed on another board: the latest error is the one shown.
+            Run.objects.filter(pk=run.pk).update(error=error, finished_at=timezone.now())
+    else:
+        closed = Run.objects.filter(pk=run.pk, progress_done__gte=F("progress_total")).exclude(
+            status=Run.Status.FAILED
+        ).exclude(status=Run.Status.SUCCEEDED).update(
+            status=Run.Status.SUCCEEDED, finished_at=timezone.now()
+        )
+    if closed:
+        _after_run(run)
 
 
-def mark_board_seen(name: str, info: dict) -> None:
-    Board.objects.filter(name=name).update(last_seen=timezone.now(), info=info)
+def _after_run(run: Run) -> None:
+    from workers.tracking import notify_run
+
+    run = Run.objects.select_related("repository", "commit", "pull_request").get(pk=run.pk)
+    to_notify = [run]
+    if run.status == Run.Status.SUCCEEDED:
+        try:
+            detect_regressions(run)
+            # Pull requests whose merge base is this commit were compared without a
+            # baseline if they finished first: compare them again now that it is here.
+            for waiting in _runs_waiting_for_base(run):
+                detect_regressions(waiting)
+                to_notify.append(waiting)
+        except Exception:
+            # A bug in detection must not undo a finished run; the log says what happened.
+            log.exception("regression detection failed for run %s", run.pk)
+    for each in to_notify:
+        transaction.on_commit(lambda pk=each.pk: notify_run.delay(pk))
+
+
+def _runs_waiting_for_base(run: Run) -> list[Run]:
+    return list(
+        Run.objects.filter(
+            repository=run.repository,
+            status=Run.Status.SUCCEEDED,
+            pull_request__base_sha=run.commit.sha,
+        )
+        .exclude(pk=run.pk)
+        .select_related("repository", "commit", "pull_request")
+    )
+
+
+def detect_regressions(run: Run) -> list[Alert]:
+    """Raise an alert for every series of ``run`` that got worse than its baseline."""
+    from dashboard.detection import find_regressions
+
+    alerts = []
+    for finding in find_regressions(run):
+        alert, created = Alert.objects.get_or_create(
+            result=finding.result,
+            kind=finding.kind,
+            defaults={
+                "repository": run.repository,
+                "commit": finding.result.commit,
+                "run": run,
+                "baseline": finding.baseline,
+                "model": finding.result.model,
+                "strategy": finding.result.strategy,
+                "board": finding.result.board,
+                "baseline_value": finding.baseline_value,
+                "value": finding.value,
+                "p_value": finding.p_value,
+            },
+        )
+        if created:
+            append_log(run, f"alert: {alert}")
+        alerts.append(alert)
+    return alerts
+
+
+def triage_alert(alert: Alert, state: str) -> Alert:
+    if state not in Alert.State.values:
+        raise ValueError(f"unknown alert state {state!r}; known: {', '.join(Alert.State.values)}")
+    alert.state = state
+    alert.save(update_fields=["state", "updated_at"])
+    return alert
+
+
+def set_series_threshold(model: Model, strategy: Strategy, board: Board, threshold: int):
+    from dashboard.models import SeriesThreshold
+
+    override, _ = SeriesThreshold.objects.update_or_create(
+        model=model, strategy=strategy, board=board, defaults={"bytes_threshold": threshold}
+    )
+    return override
+
+
+def record_pull_request(
+    repository: Repository,
+    *,
+    number: int,
+    title: str = "",
+    url: str = "",
+    head_ref: str = "",
+    head_sha: str,
+    base_ref: str = "",
+    base_sha: str = "",
+) -> PullRequest:
+    pull_request, _ = PullRequest.objects.update_or_create(
+        repository=repository,
+        number=number,
+        defaults={
+            "title": title, "url": url, "head_ref": head_ref, "head_sha": head_sha,
+            "base_ref": base_ref, "base_sha": base_sha,
+        },
+    )
+    return pull_request
+
+
+def remember_pull_request_comment(pull_request: PullRequest, comment_id: int) -> None:
+    PullRequest.objects.filter(pk=pull_request.pk).update(comment_id=comment_id)
+    pull_request.comment_id = comment_id
+
+
+def ensure_run(
+    commit: Commit, *, trigger: str, pull_request: PullRequest | None = None
+) -> tuple[Run, bool]:
+    """The commit's run, started now unless one is queued, running or succeeded.
+
+    For a pull request, only a run of that pull request counts, so its summary is posted.
+    """
+    runs = Run.objects.for_commit(commit).not_failed().newest_first()
+    if pull_request is not None:
+        runs = runs.filter(pull_request=pull_request)
+    existing = runs.first()
+    if existing is not None:
+        return existing, False
+    return start_run(commit, trigger=trigger, pull_request=pull_request), True
+
+
+def log_delivery(
+    *,
+    outcome: str,
+    status_code: int,
+    guid: str = "",
+    event: str = "",
+    action: str = "",
+    repository: Repository | None = None,
+    detail: str = "",
+) -> WebhookDelivery:
+    """Record a delivery that was not taken on (rejected, answered at once, duplicate)."""
+    return WebhookDelivery.objects.create(
+        guid=guid, event=event, action=action, repository=repository, outcome=outcome,
+        status_code=status_code, detail=detail[:2000], accepted=False,
+    )
+
+
+def accept_delivery(
+    *, guid: str, event: str, action: str, repository: Repository, payload: dict,
+    outcome: str, status_code: int, detail: str = "",
+) -> WebhookDelivery | None:
+    """Record a verified delivery; None when that ``guid`` was accepted before."""
+    try:
+        with transaction.atomic():
+            return WebhookDelivery.objects.create(
+                guid=guid, event=event, action=action, repository=repository,
+                payload=payload, outcome=outcome, status_code=status_code, detail=detail,
+                accepted=True,
+            )
+    except IntegrityError:
+        return None
+
+
+def close_delivery(delivery: WebhookDelivery, *, outcome: str, detail: str = "") -> None:
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        outcome=outcome, detail=detail[:2000], processed_at=timezone.now()
+    )
+
+
+def create_api_token(name: str, repository: Repository | None = None) -> tuple[ApiToken, str]:
+    """A new token: the row (holding only a hash) and the token itself, shown once."""
+    raw = ApiToken.generate()
+    token = ApiToken.objects.create(name=name, token_hash=ApiToken.hash(raw), repository=repository)
+    return token, raw
+
+
+def use_api_token(raw: str) -> ApiToken | None:
+    token = ApiToken.objects.filter(token_hash=ApiToken.hash(raw)).first()
+    if token is not None:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token
+
+
+def record_notification(
+    run: Run, *, channel: str, url: str, status_code: int | None, error: str = ""
+) -> Notification:
+    return Notification.objects.create(
+        run=run, channel=channel, url=url, status_code=status_code, error=error[:2000]
+    )
+
+
+def mark_board_seen(
+    name: str,
+    info: dict,
+    *,
+    kind: str = "",
+    target: str = "",
+    memory_capacity: int | None = None,
+) -> None:
+    """Record a worker's view of its board: health, versions, and (when it knows) what the
+    board is; the worker's configuration wins over what an admin typed, since it is what
+    runs."""
+    fields = {"last_seen": timezone.now(), "info": info}
+    if kind:
+        fields["kind"] = kind
+    if target:
+        fields["target"] = target
+    if memory_capacity:
+        fields["memory_capacity"] = memory_capacity
+    register_board(name)
+    Board.objects.filter(name=name).update(**fields)

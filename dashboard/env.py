@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -41,3 +42,16 @@ def envlist(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def envjson(name: str, default: dict) -> dict:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object, got {type(value).__name__}")
+    return value

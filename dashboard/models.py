@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
+
 from django.db import models
 from django.urls import reverse
 
-from dashboard.querysets import CommitQuerySet, ResultQuerySet, RunQuerySet
+from dashboard.querysets import (
+    AlertQuerySet,
+    CommitQuerySet,
+    ResultQuerySet,
+    RunQuerySet,
+    WebhookDeliveryQuerySet,
+)
 
 
 class Repository(models.Model):
@@ -16,6 +26,26 @@ class Repository(models.Model):
     default_branch = models.CharField(max_length=200, default="main")
     webhook_secret = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Change detection. Planned bytes are deterministic, so any growth above the threshold
+    # is real; latency is noisy and needs a statistical test over earlier commits.
+    bytes_threshold = models.BigIntegerField(
+        default=0, help_text="Alert when planned bytes grow by more than this many bytes."
+    )
+    latency_min_increase = models.FloatField(
+        default=0.05, help_text="Smallest median latency increase worth an alert (0.05 = 5%)."
+    )
+    latency_p_value = models.FloatField(
+        default=0.01, help_text="Mann-Whitney U p-value below which a latency change is real."
+    )
+    latency_window = models.PositiveIntegerField(
+        default=5, help_text="How many earlier commits the latency test compares against."
+    )
+    # Notifications: each is off while its field is empty.
+    github_repository = models.CharField(
+        max_length=200, blank=True, help_text="owner/name on GitHub, for statuses and comments."
+    )
+    github_token = models.CharField(max_length=200, blank=True)
+    slack_webhook_url = models.URLField(max_length=500, blank=True)
 
     class Meta:
         verbose_name_plural = "repositories"
@@ -23,6 +53,21 @@ class Repository(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def verifies_signature(self, body: bytes, signature: str) -> bool:
+        """Whether ``signature`` (``sha256=<hex>``) is the HMAC of ``body`` under our secret.
+
+        A repository without a secret verifies nothing: unsigned deliveries are never
+        trusted.
+        """
+        if not self.webhook_secret or not signature.startswith("sha256="):
+            return False
+        expected = hmac.new(self.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
+        return hmac.compare_digest(f"sha256={expected}", signature)
+
+    @property
+    def notifies_github(self) -> bool:
+        return bool(self.github_repository and self.github_token)
 
 
 class Commit(models.Model):
@@ -140,6 +185,9 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     log = models.TextField(blank=True)
+    pull_request = models.ForeignKey(
+        "PullRequest", on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
+    )
 
     objects = RunQuerySet.as_manager()
 
@@ -196,6 +244,12 @@ class Result(models.Model):
     details = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The compile cache: what was compiled (model content, strategy, TVM version, target).
+    cache_key = models.CharField(max_length=64, blank=True, db_index=True)
+    # Set when the figures were copied from an earlier identical compile, not measured anew.
+    reused_from = models.ForeignKey(
+        "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="reused_by"
+    )
 
     objects = ResultQuerySet.as_manager()
 
@@ -223,6 +277,14 @@ class Result(models.Model):
             return None
         return self.intermediate_bytes / self.lower_bound_bytes
 
+    @property
+    def is_reused(self) -> bool:
+        return self.reused_from_id is not None
+
+    def artifact_named(self, name: str) -> Artifact | None:
+        # Uses a prefetched artifacts list when there is one.
+        return next((a for a in self.artifacts.all() if a.name == name), None)
+
 
 def artifact_path(artifact: Artifact, filename: str) -> str:
     result = artifact.result
@@ -247,3 +309,226 @@ class Artifact(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("artifact-download", args=[self.pk])
+
+
+class PullRequest(models.Model):
+    """A GitHub pull request whose head is run and compared against its merge base."""
+
+    repository = models.ForeignKey(
+        Repository, on_delete=models.CASCADE, related_name="pull_requests"
+    )
+    number = models.PositiveIntegerField()
+    title = models.CharField(max_length=500, blank=True)
+    url = models.URLField(max_length=500, blank=True)
+    head_ref = models.CharField(max_length=200, blank=True)
+    head_sha = models.CharField(max_length=64)
+    base_ref = models.CharField(max_length=200, blank=True)
+    # The merge base of head and the base branch: what the pull request really changes.
+    base_sha = models.CharField(max_length=64, blank=True)
+    comment_id = models.BigIntegerField(
+        null=True, blank=True, help_text="Our summary comment, edited on later pushes."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["repository", "number"], name="unique_pr_per_repo")
+        ]
+        ordering = ["-number"]
+
+    def __str__(self) -> str:
+        return f"{self.repository} #{self.number}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("pull-request-compare", args=[self.repository.name, self.number])
+
+
+class SeriesThreshold(models.Model):
+    """A per-series override of the repository's planned-bytes alert threshold."""
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="thresholds")
+    strategy = models.ForeignKey(Strategy, on_delete=models.CASCADE, related_name="+")
+    board = models.ForeignKey(Board, on_delete=models.CASCADE, related_name="+")
+    bytes_threshold = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "strategy", "board"], name="unique_threshold_per_series"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} / {self.strategy} / {self.board}: {self.bytes_threshold} B"
+
+
+class Alert(models.Model):
+    """One series that got worse at one commit, compared with a baseline result."""
+
+    class Kind(models.TextChoices):
+        BYTES = "bytes", "Planned bytes"
+        LATENCY = "latency", "Latency"
+
+    class State(models.TextChoices):
+        NEW = "new"
+        ACKNOWLEDGED = "acknowledged"
+        INVALID = "invalid"
+        FIXED = "fixed"
+
+    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="alerts")
+    commit = models.ForeignKey(Commit, on_delete=models.CASCADE, related_name="alerts")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="alerts")
+    result = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="alerts")
+    baseline = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="+")
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="alerts")
+    strategy = models.ForeignKey(Strategy, on_delete=models.CASCADE, related_name="+")
+    board = models.ForeignKey(Board, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    baseline_value = models.FloatField()
+    value = models.FloatField()
+    p_value = models.FloatField(null=True, blank=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.NEW)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = AlertQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # Detection runs again when a late baseline arrives; it must not alert twice.
+            models.UniqueConstraint(fields=["result", "kind"], name="unique_alert_per_result")
+        ]
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} of {self.model} / {self.strategy} @ {self.commit}"
+
+    @property
+    def change(self) -> float:
+        return self.value - self.baseline_value
+
+    @property
+    def relative_change(self) -> float | None:
+        if not self.baseline_value:
+            return None
+        return self.change / self.baseline_value
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in (self.State.NEW, self.State.ACKNOWLEDGED)
+
+    def compare_url(self) -> str:
+        return reverse(
+            "compare-commits",
+            args=[self.repository.name, self.baseline.commit.sha, self.commit.sha],
+        )
+
+    def plan_diff_url(self) -> str:
+        return reverse("plan-diff", args=[self.baseline_id, self.result_id])
+
+
+class WebhookDelivery(models.Model):
+    """Every webhook request received, with what became of it."""
+
+    class Outcome(models.TextChoices):
+        QUEUED = "queued", "Queued for processing"
+        PROCESSED = "processed", "Processed"
+        PING = "ping", "Ping answered"
+        IGNORED = "ignored", "Ignored (event or action not tracked)"
+        DUPLICATE = "duplicate", "Redelivery of a delivery already accepted"
+        BAD_SIGNATURE = "bad-signature", "Rejected: signature does not verify"
+        MALFORMED = "malformed", "Rejected: malformed payload"
+        UNKNOWN_REPOSITORY = "unknown-repository", "Rejected: unknown repository"
+        FAILED = "failed", "Processing failed"
+
+    repository = models.ForeignKey(
+        Repository, on_delete=models.SET_NULL, null=True, blank=True, related_name="deliveries"
+    )
+    guid = models.CharField("X-GitHub-Delivery", max_length=100, blank=True)
+    event = models.CharField(max_length=100, blank=True)
+    action = models.CharField(max_length=100, blank=True)
+    # Whether the delivery was verified and taken on; a redelivery of an accepted one is a
+    # duplicate, while one rejected before (a wrong secret since fixed) may be retried.
+    accepted = models.BooleanField(default=False)
+    outcome = models.CharField(max_length=30, choices=Outcome.choices)
+    status_code = models.PositiveSmallIntegerField()
+    detail = models.TextField(blank=True)
+    # Kept only for verified deliveries: the task re-reads it by id.
+    payload = models.JSONField(null=True, blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = WebhookDeliveryQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["guid"],
+                condition=models.Q(accepted=True),
+                name="unique_accepted_delivery",
+            )
+        ]
+        ordering = ["-received_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"{self.event or 'delivery'} {self.guid or self.pk}: {self.outcome}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for ``POST /api/runs``; only its SHA-256 is stored."""
+
+    PREFIX = "pw_"
+
+    name = models.CharField(max_length=200)
+    token_hash = models.CharField(max_length=64, unique=True)
+    # Optional scope: a token for one repository cannot trigger runs of another.
+    repository = models.ForeignKey(
+        Repository, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @staticmethod
+    def generate() -> str:
+        return ApiToken.PREFIX + secrets.token_urlsafe(32)
+
+    @staticmethod
+    def hash(token: str) -> str:
+        # Tokens are 256 random bits: a plain digest is enough, no slow KDF needed.
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    def allows(self, repository: Repository) -> bool:
+        return self.repository_id is None or self.repository_id == repository.pk
+
+
+class Notification(models.Model):
+    """One message sent about a run: a commit status, a pull request comment, a Slack post."""
+
+    class Channel(models.TextChoices):
+        COMMIT_STATUS = "commit-status"
+        PR_COMMENT = "pr-comment"
+        SLACK = "slack"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="notifications")
+    channel = models.CharField(max_length=20, choices=Channel.choices)
+    url = models.CharField(max_length=500)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    sent_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-sent_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.channel} for {self.run}: {self.status_code or self.error}"
+
+    @property
+    def ok(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300

@@ -15,6 +15,10 @@ class CommitQuerySet(models.QuerySet):
     def chronological(self):
         return self.order_by("committed_at", "id")
 
+    def matching_sha(self, sha: str):
+        """Commits whose sha starts with ``sha`` (a short sha is enough)."""
+        return self.filter(sha__startswith=sha.lower())
+
 
 class RunQuerySet(models.QuerySet):
     def active(self):
@@ -29,6 +33,12 @@ class RunQuerySet(models.QuerySet):
     def with_commit(self):
         """Runs listed with their commit and repository, in the same query."""
         return self.select_related("commit", "repository")
+
+    def for_commit(self, commit):
+        return self.filter(commit=commit)
+
+    def not_failed(self):
+        return self.exclude(status="failed")
 
 
 class ResultQuerySet(models.QuerySet):
@@ -75,6 +85,22 @@ class ResultQuerySet(models.QuerySet):
     def chronological(self):
         return self.order_by("commit__committed_at", "commit_id", "id")
 
+    def for_commit(self, commit):
+        return self.filter(commit=commit)
+
+    def in_series(self, model_id: int, strategy_id: int, board_id: int):
+        return self.filter(model_id=model_id, strategy_id=strategy_id, board_id=board_id)
+
+    def cached(self, cache_key: str, board: str):
+        """Successful compiles with ``cache_key`` on the board named ``board``, oldest first.
+
+        Reused results point at the one they were copied from, so only the originals are
+        returned: figures are never copied from a copy.
+        """
+        return self.succeeded().filter(
+            cache_key=cache_key, board__name=board, reused_from__isnull=True
+        ).order_by("id")
+
     def latest_per_series(self):
         """The newest successful Result of every model x strategy x board."""
         rows = (
@@ -86,3 +112,37 @@ class ResultQuerySet(models.QuerySet):
         for result_id, *series in rows:
             newest.setdefault(tuple(series), result_id)
         return self.filter(id__in=newest.values())
+
+
+class AlertQuerySet(models.QuerySet):
+    def for_repository(self, repository):
+        return self.filter(repository=repository)
+
+    def open(self):
+        return self.filter(state__in=["new", "acknowledged"])
+
+    def for_run(self, run):
+        return self.filter(run=run)
+
+    def with_related(self):
+        return self.select_related(
+            "repository", "commit__repository", "run", "model", "strategy", "board",
+            "baseline__commit",
+        )
+
+    def grouped_by_commit(self) -> list[tuple]:
+        """(commit, [alerts]) pairs, newest commit first; one query."""
+        groups: dict[int, tuple] = {}
+        for alert in self.with_related().order_by(
+            "-commit__committed_at", "commit_id", "model__name", "strategy__name", "kind"
+        ):
+            groups.setdefault(alert.commit_id, (alert.commit, []))[1].append(alert)
+        return list(groups.values())
+
+
+class WebhookDeliveryQuerySet(models.QuerySet):
+    def accepted(self):
+        return self.filter(accepted=True)
+
+    def with_guid(self, guid: str):
+        return self.filter(guid=guid)

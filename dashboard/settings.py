@@ -11,7 +11,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import envbool, envint, envlist, envstr
+from dashboard.env import envbool, envint, envjson, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("PEAKWATCH_DATA_DIR", str(BASE_DIR / "var")))
@@ -140,6 +140,16 @@ PEAKWATCH = {
     "LATENCY_REPEAT": envint("PEAKWATCH_LATENCY_REPEAT", 5),
     "WORK_DIR": DATA_DIR / "work",
 }
+
+# The boards this worker serves beyond cpu and cuda, as a JSON object by board name (rpc
+# address or tracker and key, target, memory capacity): see workers/boards/config.py.
+PEAKWATCH_BOARDS = envjson("PEAKWATCH_BOARDS", {})
+
+# Regression tracking: where GitHub's REST API is (GitHub Enterprise has its own), and the
+# address links in commit statuses, comments and Slack messages point back to.
+PEAKWATCH_GITHUB_API_URL = envstr("PEAKWATCH_GITHUB_API_URL", "https://api.github.com")
+PEAKWATCH_BASE_URL = envstr("PEAKWATCH_BASE_URL", "http://127.0.0.1:8000")
+PEAKWATCH_NOTIFY_TIMEOUT = envint("PEAKWATCH_NOTIFY_TIMEOUT", 10)
 
 LOGGING = {
     "version": 1,

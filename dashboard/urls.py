@@ -3,7 +3,8 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
-from dashboard import api, views
+from dashboard import api, api_runs, boards_views, tracking_views, views
+from dashboard.webhooks import github
 
 router = DefaultRouter()
 router.register("repositories", api.RepositoryViewSet, basename="repository")
@@ -22,6 +23,39 @@ urlpatterns = [
     path("runs/<int:pk>/progress.json", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/results/", views.run_results, name="run-results"),
     path("artifacts/<int:pk>/download", views.artifact_download, name="artifact-download"),
+    path(
+        "repos/<slug:repository>/compare/<str:base>...<str:head>/",
+        tracking_views.compare_commits_page,
+        name="compare-commits",
+    ),
+    path(
+        "repos/<slug:repository>/pulls/<int:number>/",
+        tracking_views.pull_request_compare,
+        name="pull-request-compare",
+    ),
+    path(
+        "repos/<slug:repository>/commits/<str:sha>/strategies/",
+        tracking_views.strategy_compare,
+        name="strategy-compare",
+    ),
+    path(
+        "repos/<slug:repository>/branch-compare/<path:branch>",
+        tracking_views.branch_compare,
+        name="branch-compare",
+    ),
+    path("results/<int:base>/diff/<int:head>/", tracking_views.plan_diff_page, name="plan-diff"),
+    path(
+        "results/<int:base>/diff/<int:head>.json",
+        tracking_views.plan_diff_json,
+        name="plan-diff-json",
+    ),
+    path("boards/", boards_views.boards_page, name="boards"),
+    path("alerts/", tracking_views.alerts_page, name="alerts"),
+    path("alerts/<int:pk>/triage", tracking_views.triage_alert, name="alert-triage"),
+    path("webhooks/github", github.receive, name="github-webhook"),
+    path("webhooks/github/<slug:repository>", github.receive, name="github-webhook-repository"),
+    # POST only; the router's read-only /api/runs/ (with a slash) lists runs.
+    path("api/runs", api_runs.trigger_run, name="api-trigger-run"),
     # Namespaced: the router's "model-trend" would otherwise shadow the page of that name.
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/", include((router.urls, "api"), namespace="api")),

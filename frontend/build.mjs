@@ -9,6 +9,7 @@ const options = {
   entryPoints: {
     trend: "src/trend.js",
     run: "src/run.js",
+    compare: "src/compare.js",
     peakwatch: "src/peakwatch.css",
     favicon: "src/favicon.svg",
   },

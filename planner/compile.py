@@ -27,7 +27,7 @@ from planner.problem import lower_bound, write_csv
 from planner.relax import execute, lowering, memory
 from planner.relax.apply import apply_plan
 from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
-from planner.relax.kernel_temps import lift_kernel_temporaries
+from planner.relax.kernel_temps import KernelTemporaries, lift_kernel_temporaries
 from planner.relax.rewrites import find_rewrites
 from planner.timeline import render_svg
 from planner.zoo import ModelSource, build_network
@@ -138,6 +138,8 @@ def compile_model(
     memory_configs: Sequence[str] = memory.MEMORY_CONFIGS,
     lift_temporaries: bool = True,
     base_dir: str | Path | None = None,
+    check_locally: bool = True,
+    export_compiler=None,
 ) -> list[StrategyReport]:
     """Plan, build, check and time ``source`` under each of ``strategies``.
 
@@ -149,6 +151,10 @@ def compile_model(
     :mod:`planner.relax.kernel_temps`); ``tvm-stock`` always leaves them to TVM's workspace
     pool, as TVM does, and ``kernel_workspace_bytes`` estimates that pool statically; the
     measured peak is what compares the two fairly.
+
+    For targets this host cannot run (a cross-compiled remote board), ``check_locally=False``
+    skips running, checking and timing here; the board does that. ``export_compiler`` is
+    passed to ``export_library`` as ``fcompile`` (a cross compiler).
     """
     unknown = [s for s in strategies if s not in strategy_names()]
     if unknown:
@@ -169,10 +175,13 @@ def compile_model(
         module[entry] = module[entry].with_attr("tir_var_upper_bound", bounds)
     lowered = lowering.lower_to_allocations(module, tgt)
     plain = extract(lowered, network.entry, bounds)
-    lifted_mod, temporaries = lift_kernel_temporaries(lowered, network.entry)
-    lifted = extract(lifted_mod, network.entry, bounds) if lift_temporaries else plain
-    if not lift_temporaries:
-        lifted_mod = lowered
+    if lift_temporaries:
+        lifted_mod, temporaries = lift_kernel_temporaries(lowered, network.entry)
+        lifted = extract(lifted_mod, network.entry, bounds)
+    else:
+        # Nothing looks inside the kernels (GPU-scheduled ones would not parse as plain
+        # loop nests), so nothing is known about their temporaries either.
+        lifted_mod, temporaries, lifted = lowered, KernelTemporaries([], []), plain
     problem = lifted.problem(name=name)
     bound = _align(lower_bound(problem)) if problem.buffers else 0
     output_bytes = sum(t.size for t in plain.escaping)
@@ -205,14 +214,16 @@ def compile_model(
             builds[strategy] = _Build(report, lowered, {}, extraction)
         report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
 
-    _check_and_time(network, builds, tgt, repeat, seed)
+    if check_locally:
+        _check_and_time(network, builds, tgt, repeat, seed)
     with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
         root = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
         for build in builds.values():
             _write_artifacts(
-                root, build, keep=artifacts_dir is not None, export=bool(memory_configs)
+                root, build, keep=artifacts_dir is not None, export=bool(memory_configs),
+                fcompile=export_compiler,
             )
-        if memory_configs:
+        if memory_configs and check_locally:
             _measure_memory(builds, network, memory_configs)
     return [builds[s].report for s in strategies]
 
@@ -417,7 +428,9 @@ def _measure_memory(builds: dict[str, _Build], network, configs: Sequence[str]) 
             measured["weights_bytes"] = naive.get("weights_bytes")
 
 
-def _write_artifacts(root: Path, build: _Build, *, keep: bool, export: bool) -> None:
+def _write_artifacts(
+    root: Path, build: _Build, *, keep: bool, export: bool, fcompile=None
+) -> None:
     report = build.report
     extraction = build.extraction
     folder = root / _slug(report.model) / _slug(report.strategy)
@@ -425,7 +438,10 @@ def _write_artifacts(root: Path, build: _Build, *, keep: bool, export: bool) -> 
     if build.executable is not None and (keep or export):
         library = folder / "model.so"
         try:
-            build.executable.export_library(str(library))
+            if fcompile is None:
+                build.executable.export_library(str(library))
+            else:
+                build.executable.export_library(str(library), fcompile=fcompile)
             build.library = library
             if keep:
                 report.artifacts["model.so"] = str(library)

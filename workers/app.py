@@ -13,6 +13,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_routes = {
     # Planning a run is cheap (read the manifest, fan out); measuring belongs to a board.
     "workers.tasks.plan_run": {"queue": "peakwatch"},
+    # Git fetches and HTTP calls of regression tracking; never a compile.
+    "workers.tracking.*": {"queue": "peakwatch"},
 }
 # Imported by the worker once Django is set up (importing now would load models too early).
-app.conf.imports = ["workers.tasks"]
+app.conf.imports = ["workers.tasks", "workers.tracking"]

@@ -66,3 +66,43 @@ def history(repo: Path, rev: str) -> list[CommitInfo]:
     """Commits reachable from ``rev``, oldest first (first parents only)."""
     shas = _git("rev-list", "--first-parent", "--reverse", rev, cwd=repo).split()
     return [commit_info(repo, sha) for sha in shas]
+
+
+def resolve(repo: Path, rev: str) -> str:
+    """The full sha ``rev`` (a branch, tag or short sha) names in the mirror."""
+    return _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=repo).strip()
+
+
+def has_commit(repo: Path, sha: str) -> bool:
+    try:
+        resolve(repo, sha)
+    except GitError:
+        return False
+    return True
+
+
+def fetch(repo: Path, refspec: str) -> None:
+    """Fetch one more ref, e.g. ``pull/7/head`` of a fork's pull request."""
+    _git("fetch", "--quiet", "origin", refspec, cwd=repo)
+
+
+def merge_base(repo: Path, a: str, b: str) -> str:
+    return _git("merge-base", a, b, cwd=repo).strip()
+
+
+def rev_list(repo: Path, good: str, bad: str) -> list[str]:
+    """Commits after ``good`` up to and including ``bad``, oldest first (first parents)."""
+    return _git("rev-list", "--first-parent", "--reverse", f"{good}..{bad}", cwd=repo).split()
+
+
+def blob_id(repo: Path, sha: str, path: str) -> str | None:
+    """Git's content hash of ``path`` at ``sha``, or None when it is not in the tree."""
+    try:
+        return _git("rev-parse", "--verify", "--quiet", f"{sha}:{path}", cwd=repo).strip()
+    except GitError:
+        return None
+
+
+def first_parents(repo: Path, rev: str, limit: int) -> list[str]:
+    """``rev`` and up to ``limit - 1`` of its first-parent ancestors, newest first."""
+    return _git("rev-list", "--first-parent", f"--max-count={limit}", rev, cwd=repo).split()

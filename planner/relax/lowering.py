@@ -11,18 +11,25 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 from tvm.relax.backend.cpu_generic import pipeline as cpu_pipeline
+from tvm.relax.backend.cuda import pipeline as cuda_pipeline
 
 
 def make_target(target: str = "llvm") -> tvm.target.Target:
     return tvm.target.Target(target)
 
 
+def _backend(target: tvm.target.Target):
+    # GPU kernels need thread bindings, which only the CUDA pipeline's schedules add.
+    return cuda_pipeline if target.kind.name == "cuda" else cpu_pipeline
+
+
 def lower_to_allocations(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """Run TVM's passes up to (and including) ``CallTIRRewrite``."""
+    backend = _backend(target)
     passes = (
-        cpu_pipeline.library_dispatch_passes(target)
-        + cpu_pipeline.legalize_passes(target)
-        + cpu_pipeline.dataflow_lower_passes(target)
+        backend.library_dispatch_passes(target)
+        + backend.legalize_passes(target)
+        + backend.dataflow_lower_passes(target)
     )
     with target:
         return tvm.transform.Sequential(passes)(mod)
@@ -32,7 +39,7 @@ def finish_lowering(
     mod: tvm.IRModule, target: tvm.target.Target, *, stock_planner: bool
 ) -> tvm.IRModule:
     """Run TVM's finalisation passes, with or without its own memory planner."""
-    passes = cpu_pipeline.finalize_passes(target)
+    passes = _backend(target).finalize_passes(target)
     if not stock_planner:
         passes = [p for p in passes if p.info.name != "StaticPlanBlockMemory"]
     with target:

@@ -1,21 +1,61 @@
 from __future__ import annotations
 
+import platform
+from dataclasses import dataclass
 from pathlib import Path
+
+from workers.boards.config import BoardConfig
 
 
 class UnknownBoard(LookupError):
     pass
 
 
+@dataclass(frozen=True)
+class Health:
+    """Whether the board can run models now, and if not, why (shown on the boards page)."""
+
+    online: bool
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"status": "online" if self.online else "offline", "reason": self.reason}
+
+
 class BoardRunner:
     """Compiles and measures models for one board; subclasses say how."""
 
-    name = ""
-    target = "llvm"
+    kind = "cpu"
+    default_target = "llvm"
+
+    def __init__(self, config: BoardConfig | None = None):
+        self.config = config or BoardConfig(name=self.kind, kind=self.kind)
+        self.name = self.config.name
+
+    @property
+    def target(self) -> str:
+        """The target string compiled for; part of the compile-cache key."""
+        return self.config.target_string or self.default_target
+
+    @property
+    def memory_capacity(self) -> int | None:
+        return self.config.memory_capacity
+
+    def health(self) -> Health:
+        return Health(online=True)
 
     def describe(self) -> dict:
         """What the dashboard shows about this board's worker."""
-        return {}
+        import celery
+
+        from planner.compile import environment
+
+        return {
+            "kind": self.kind,
+            "target": self.target,
+            "host": platform.node(),
+            "versions": {**environment(), "celery": celery.__version__},
+        }
 
     def measure(
         self,

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import platform
 from pathlib import Path
 
 from workers.boards.base import BoardRunner
 
 
 class CpuBoard(BoardRunner):
-    name = "cpu"
-    target = "llvm"
+    kind = "cpu"
+    default_target = "llvm"
 
     def describe(self) -> dict:
-        from planner.compile import environment
+        from tvm.target import codegen
 
-        return {"target": self.target, "host": platform.node(), **environment()}
+        info = super().describe()
+        # What "llvm" means on this host: results from two CPUs are not comparable.
+        info["cpu"] = info["versions"].get("processor", "")
+        info["llvm_cpu"] = str(codegen.llvm_get_system_cpu())
+        info["llvm_triple"] = str(codegen.llvm_get_system_triple())
+        return info
 
     def measure(
         self,

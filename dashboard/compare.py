@@ -1,0 +1,284 @@
+"""Comparisons: two commits, a pull request and its merge base, a branch and the default
+branch, two strategies on one commit, and the plans of two Results tensor by tensor.
+
+Plain functions over rows: the pages, the JSON and the pull request comment share them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+
+from dashboard.models import Commit, Repository, Result
+
+log = logging.getLogger(__name__)
+
+#: Fields of a plan.json tensor a plan diff compares.
+PLAN_FIELDS = ("size", "lower", "upper", "offset", "shape", "dtype")
+
+
+def _delta(base, head) -> tuple[float | None, float | None]:
+    if base is None or head is None:
+        return None, None
+    delta = head - base
+    return delta, (delta / base if base else None)
+
+
+@dataclass
+class ComparisonRow:
+    """One series (model x strategy x board, or model x board for strategies) side by side."""
+
+    model: str
+    strategy: str
+    board: str
+    base: Result | None
+    head: Result | None
+
+    @property
+    def series_ids(self) -> tuple[int, int, int] | None:
+        result = self.head or self.base
+        return (result.model_id, result.strategy_id, result.board_id) if result else None
+
+    @property
+    def base_bytes(self):
+        return self.base.planned_bytes if self.base else None
+
+    @property
+    def head_bytes(self):
+        return self.head.planned_bytes if self.head else None
+
+    @property
+    def bytes_delta(self):
+        return _delta(self.base_bytes, self.head_bytes)[0]
+
+    @property
+    def bytes_relative(self):
+        return _delta(self.base_bytes, self.head_bytes)[1]
+
+    @property
+    def base_latency(self):
+        return self.base.latency_median_ms if self.base else None
+
+    @property
+    def head_latency(self):
+        return self.head.latency_median_ms if self.head else None
+
+    @property
+    def latency_delta(self):
+        return _delta(self.base_latency, self.head_latency)[0]
+
+    @property
+    def latency_relative(self):
+        return _delta(self.base_latency, self.head_latency)[1]
+
+    def to_json(self) -> dict:
+        return {
+            "model": self.model,
+            "strategy": self.strategy,
+            "board": self.board,
+            "base_result": self.base.pk if self.base else None,
+            "head_result": self.head.pk if self.head else None,
+            "base_bytes": self.base_bytes,
+            "head_bytes": self.head_bytes,
+            "bytes_delta": self.bytes_delta,
+            "bytes_relative": self.bytes_relative,
+            "base_latency_ms": self.base_latency,
+            "head_latency_ms": self.head_latency,
+            "latency_delta_ms": self.latency_delta,
+            "latency_relative": self.latency_relative,
+        }
+
+
+def results_of(commit: Commit) -> dict[tuple[str, str, str], Result]:
+    """The newest successful Result of every series at ``commit``."""
+    newest: dict[tuple[str, str, str], Result] = {}
+    rows = (
+        Result.objects.for_commit(commit)
+        .succeeded()
+        .select_related("model", "strategy", "board", "commit")
+        .prefetch_related("artifacts")
+        .order_by("id")
+    )
+    for result in rows:
+        newest[(result.model.name, result.strategy.name, result.board.name)] = result
+    return newest
+
+
+def compare_commits(base: Commit, head: Commit) -> list[ComparisonRow]:
+    before, after = results_of(base), results_of(head)
+    return [
+        ComparisonRow(*key, before.get(key), after.get(key))
+        for key in sorted(set(before) | set(after))
+    ]
+
+
+def compare_strategies(commit: Commit, base: str, head: str) -> list[ComparisonRow]:
+    """Strategy ``head`` against strategy ``base`` on every model and board of ``commit``."""
+    results = results_of(commit)
+    pairs: dict[tuple[str, str], dict[str, Result]] = {}
+    for (model, strategy, board), result in results.items():
+        pairs.setdefault((model, board), {})[strategy] = result
+    return [
+        ComparisonRow(model, f"{base} → {head}", board, by.get(base), by.get(head))
+        for (model, board), by in sorted(pairs.items())
+        if base in by or head in by
+    ]
+
+
+def group_by_model(rows: list[ComparisonRow]) -> list[tuple[str, list[ComparisonRow]]]:
+    groups: dict[str, list[ComparisonRow]] = {}
+    for row in rows:
+        groups.setdefault(row.model, []).append(row)
+    return sorted(groups.items())
+
+
+def pareto_points(commits: dict[str, Commit]) -> dict:
+    """Per model, planned bytes against latency of every strategy, for each labelled commit.
+
+    The chart script (frontend/src/compare.js) draws one scatter per model and marks the
+    Pareto front: the strategies no other beats on both memory and latency.
+    """
+    models: dict[str, dict[str, list]] = {}
+    for label, commit in commits.items():
+        for (model, strategy, board), result in results_of(commit).items():
+            if result.planned_bytes is None or result.latency_median_ms is None:
+                continue
+            models.setdefault(model, {}).setdefault(label, []).append(
+                {
+                    "strategy": strategy,
+                    "board": board,
+                    "planned_bytes": result.planned_bytes,
+                    "latency_ms": result.latency_median_ms,
+                    "result": result.pk,
+                }
+            )
+    return {
+        "labels": list(commits),
+        "models": [
+            {"model": model, "sets": [{"label": k, "points": v} for k, v in sets.items()]}
+            for model, sets in sorted(models.items())
+        ],
+    }
+
+
+def pareto_front(points: list[dict]) -> list[dict]:
+    """The points no other point beats on both planned bytes and latency (ties kept)."""
+    return [
+        p
+        for p in points
+        if not any(
+            q["planned_bytes"] <= p["planned_bytes"]
+            and q["latency_ms"] <= p["latency_ms"]
+            and (q["planned_bytes"], q["latency_ms"]) != (p["planned_bytes"], p["latency_ms"])
+            for q in points
+        )
+    ]
+
+
+# --- which commits to compare ------------------------------------------------------------
+
+
+def find_commit(repository: Repository, sha: str) -> Commit | None:
+    """The one commit ``sha`` (or a unique prefix of it) names, else None."""
+    matches = list(Commit.objects.for_repository(repository).matching_sha(sha)[:2])
+    return matches[0] if len(matches) == 1 else None
+
+
+def branch_head(repository: Repository, branch: str) -> Commit | None:
+    """The newest commit on ``branch`` with successful results."""
+    return (
+        Commit.objects.for_repository(repository)
+        .on_branch(branch)
+        .filter(results__status="ok")
+        .order_by("-committed_at", "-id")
+        .first()
+    )
+
+
+def branch_base(repository: Repository, head: Commit, limit: int = 500) -> Commit | None:
+    """Where ``head``'s branch left the default branch: its nearest first-parent ancestor on
+    the default branch that has results; the default branch's newest results otherwise."""
+    commits = {c.sha: c for c in Commit.objects.for_repository(repository)}
+    with_results = set(
+        Result.objects.filter(commit__repository=repository)
+        .succeeded()
+        .values_list("commit_id", flat=True)
+    )
+    sha, steps = head.parent_sha, 0
+    while sha in commits and steps < limit:
+        commit = commits[sha]
+        if commit.branch == repository.default_branch and commit.pk in with_results:
+            return commit
+        sha, steps = commit.parent_sha, steps + 1
+    return branch_head(repository, repository.default_branch)
+
+
+# --- plan diffs ---------------------------------------------------------------------------
+
+
+def load_plan(result: Result) -> dict | None:
+    """The ``plan.json`` artifact of ``result``, parsed; None when it has none."""
+    artifact = result.artifact_named("plan.json")
+    if artifact is None:
+        return None
+    try:
+        with artifact.file.open("rb") as handle:
+            plan = json.load(handle)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read %s of result %s: %s", artifact.name, result.pk, exc)
+        return None
+    return plan if isinstance(plan, dict) else None
+
+
+@dataclass
+class TensorChange:
+    id: str
+    status: str  # "changed", "added" or "removed"
+    fields: dict  # field -> [before, after]
+    before: dict | None
+    after: dict | None
+
+    @property
+    def resized(self) -> bool:
+        return "size" in self.fields
+
+    @property
+    def moved(self) -> bool:
+        return "offset" in self.fields
+
+    @property
+    def lifetime_changed(self) -> bool:
+        return "lower" in self.fields or "upper" in self.fields
+
+
+def diff_plans(before: dict, after: dict) -> dict:
+    """Which tensors changed size, lifetime or offset between two plans (matched by id)."""
+    old = {t["id"]: t for t in before.get("tensors", []) if isinstance(t, dict) and "id" in t}
+    new = {t["id"]: t for t in after.get("tensors", []) if isinstance(t, dict) and "id" in t}
+    changes: list[TensorChange] = []
+    for tensor_id in [*old, *(i for i in new if i not in old)]:
+        a, b = old.get(tensor_id), new.get(tensor_id)
+        if a is None:
+            changes.append(TensorChange(tensor_id, "added", {}, None, b))
+        elif b is None:
+            changes.append(TensorChange(tensor_id, "removed", {}, a, None))
+        else:
+            fields = {f: [a.get(f), b.get(f)] for f in PLAN_FIELDS if a.get(f) != b.get(f)}
+            if fields:
+                changes.append(TensorChange(tensor_id, "changed", fields, a, b))
+    return {
+        "arena_bytes": [before.get("arena_bytes"), after.get("arena_bytes")],
+        "tensor_count": [len(old), len(new)],
+        "unchanged": len(old.keys() & new.keys()) - sum(c.status == "changed" for c in changes),
+        "resized": sum(c.resized for c in changes),
+        "moved": sum(c.moved for c in changes),
+        "lifetime_changed": sum(c.lifetime_changed for c in changes),
+        "added": sum(c.status == "added" for c in changes),
+        "removed": sum(c.status == "removed" for c in changes),
+        "changes": changes,
+    }
+
+
+def plan_diff_json(diff: dict) -> dict:
+    return {**diff, "changes": [asdict(c) for c in diff["changes"]]}

@@ -1,0 +1,155 @@
+"""Change detection: which series of a finished run got worse, and compared with what.
+
+Planned bytes are deterministic: the same model, strategy and TVM give the same plan, so
+any growth above the series' threshold is a real change. Latency is noisy: a commit is
+compared with a window of earlier commits by a one-sided Mann-Whitney U test over the timed
+samples, and only a median increase of at least the repository's minimum effect counts.
+
+The baseline of a commit is found by following first parents (its recorded ``parent_sha``),
+so a commit is compared with its own history, not with whatever ran just before it; a pull
+request's head is compared with its merge base first.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from dashboard.models import Commit, Result, Run, SeriesThreshold
+
+#: How far up the first-parent chain a baseline is looked for.
+MAX_ANCESTORS = 50
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    result: Result
+    baseline: Result
+    baseline_value: float
+    value: float
+    p_value: float | None = None
+
+
+def bytes_regressed(value: int, baseline: int, threshold: int) -> bool:
+    """Planned bytes grew by more than ``threshold`` bytes."""
+    return value - baseline > threshold
+
+
+def latency_test(
+    samples: list[float], baseline_samples: list[float], *, min_increase: float, alpha: float
+) -> tuple[bool, float | None]:
+    """(regressed, p-value): is ``samples`` slower than ``baseline_samples``?
+
+    Needs both a small p-value (one-sided Mann-Whitney U) and a median increase of at least
+    ``min_increase``; a significant but tiny slowdown is not worth anyone's time.
+    """
+    if not samples or not baseline_samples:
+        return False, None
+    from scipy.stats import mannwhitneyu
+
+    baseline_median = statistics.median(baseline_samples)
+    if baseline_median <= 0:
+        return False, None
+    increase = statistics.median(samples) / baseline_median - 1
+    p_value = float(mannwhitneyu(samples, baseline_samples, alternative="greater").pvalue)
+    return (increase >= min_increase and p_value < alpha), p_value
+
+
+def ancestors(run: Run, limit: int = MAX_ANCESTORS) -> list[int]:
+    """Commit ids to compare ``run`` with, nearest first.
+
+    A pull request run starts at its merge base; any other run at its commit's parent.
+    """
+    commits = {
+        sha: (pk, parent)
+        for pk, sha, parent in Commit.objects.for_repository(run.repository).values_list(
+            "id", "sha", "parent_sha"
+        )
+    }
+    pull_request = run.pull_request
+    if pull_request is not None and pull_request.base_sha:
+        sha = pull_request.base_sha
+    else:
+        sha = run.commit.parent_sha
+    chain: list[int] = []
+    seen = set()
+    while sha and sha in commits and sha not in seen and len(chain) < limit:
+        seen.add(sha)
+        pk, parent = commits[sha]
+        if pk != run.commit_id:
+            chain.append(pk)
+        sha = parent
+    return chain
+
+
+def find_regressions(run: Run) -> list[Finding]:
+    """Every bytes or latency regression among ``run``'s successful results."""
+    repository = run.repository
+    results = list(
+        Result.objects.for_run(run)
+        .succeeded()
+        .select_related("commit", "model", "strategy", "board")
+    )
+    chain = ancestors(run)
+    if not results or not chain:
+        return []
+    rank = {commit_id: i for i, commit_id in enumerate(chain)}
+    # Per series, the newest successful result of each ancestor commit, nearest first.
+    history: dict[tuple[int, int, int], dict[int, Result]] = {}
+    earlier = (
+        Result.objects.succeeded()
+        .filter(
+            commit_id__in=chain,
+            model_id__in={r.model_id for r in results},
+            board_id__in={r.board_id for r in results},
+        )
+        .select_related("commit")
+        .order_by("id")
+    )
+    for result in earlier:
+        series = (result.model_id, result.strategy_id, result.board_id)
+        history.setdefault(series, {})[result.commit_id] = result
+    overrides = {
+        (t.model_id, t.strategy_id, t.board_id): t.bytes_threshold
+        for t in SeriesThreshold.objects.filter(model__repository=repository)
+    }
+    findings = []
+    for result in results:
+        series = (result.model_id, result.strategy_id, result.board_id)
+        before = sorted(history.get(series, {}).values(), key=lambda r: rank[r.commit_id])
+        if not before:
+            continue
+        nearest = before[0]
+        threshold = overrides.get(series, repository.bytes_threshold)
+        if (
+            result.planned_bytes is not None
+            and nearest.planned_bytes is not None
+            and bytes_regressed(result.planned_bytes, nearest.planned_bytes, threshold)
+        ):
+            findings.append(
+                Finding("bytes", result, nearest, nearest.planned_bytes, result.planned_bytes)
+            )
+        # A reused result measured nothing new: its samples are an older commit's.
+        if result.is_reused or not result.latency_samples_ms:
+            continue
+        window = [r for r in before if r.latency_samples_ms][: repository.latency_window]
+        pooled = [s for r in window for s in r.latency_samples_ms]
+        regressed, p_value = latency_test(
+            result.latency_samples_ms,
+            pooled,
+            min_increase=repository.latency_min_increase,
+            alpha=repository.latency_p_value,
+        )
+        if regressed:
+            findings.append(
+                Finding(
+                    "latency",
+                    result,
+                    window[0],
+                    statistics.median(pooled),
+                    statistics.median(result.latency_samples_ms),
+                    p_value,
+                )
+            )
+    return findings

@@ -1,0 +1,179 @@
+"""Regression tracking pages: comparisons, plan diffs and alert triage."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard import actions, compare
+from dashboard.models import Alert, PullRequest, Repository, Result
+
+
+def _wants_json(request) -> bool:
+    return request.GET.get("format") == "json"
+
+
+def _commit_or_404(repository: Repository, sha: str):
+    commit = compare.find_commit(repository, sha)
+    if commit is None:
+        raise Http404(f"no single commit {sha!r} in {repository.name}")
+    return commit
+
+
+def _comparison(request, repository, base, head, *, title, rows, pareto, extra=None):
+    context = {
+        "repository": repository,
+        "title": title,
+        "base": base,
+        "head": head,
+        "rows": rows,
+        "groups": compare.group_by_model(rows),
+        "pareto": pareto,
+        "alerts": list(
+            Alert.objects.for_repository(repository).filter(commit=head).with_related()
+        ) if head is not None else [],
+        **(extra or {}),
+    }
+    if _wants_json(request):
+        return JsonResponse(
+            {
+                "repository": repository.name,
+                "title": title,
+                "base": base.sha if base else None,
+                "head": head.sha if head else None,
+                "rows": [row.to_json() for row in rows],
+                "pareto": pareto,
+            }
+        )
+    return render(request, "dashboard/compare.html", context)
+
+
+@require_GET
+def compare_commits_page(request, repository: str, base: str, head: str):
+    repository = get_object_or_404(Repository, name=repository)
+    base_commit = _commit_or_404(repository, base)
+    head_commit = _commit_or_404(repository, head)
+    return _comparison(
+        request, repository, base_commit, head_commit,
+        title=f"{base_commit.short_sha} → {head_commit.short_sha}",
+        rows=compare.compare_commits(base_commit, head_commit),
+        pareto=compare.pareto_points({"base": base_commit, "head": head_commit}),
+    )
+
+
+@require_GET
+def pull_request_compare(request, repository: str, number: int):
+    pull_request = get_object_or_404(
+        PullRequest.objects.select_related("repository"), repository__name=repository,
+        number=number,
+    )
+    repository = pull_request.repository
+    head = compare.find_commit(repository, pull_request.head_sha)
+    base = compare.find_commit(repository, pull_request.base_sha) if pull_request.base_sha else None
+    if head is None or base is None:
+        raise Http404("the pull request's commits are not recorded yet")
+    return _comparison(
+        request, repository, base, head,
+        title=f"#{pull_request.number} {pull_request.title}",
+        rows=compare.compare_commits(base, head),
+        pareto=compare.pareto_points({"merge base": base, "head": head}),
+        extra={"pull_request": pull_request},
+    )
+
+
+@require_GET
+def branch_compare(request, repository: str, branch: str):
+    repository = get_object_or_404(Repository, name=repository)
+    head = compare.branch_head(repository, branch)
+    if head is None:
+        raise Http404(f"no results on branch {branch!r}")
+    base = compare.branch_base(repository, head)
+    if base is None:
+        raise Http404(f"no results on {repository.default_branch}")
+    return _comparison(
+        request, repository, base, head,
+        title=f"{branch} against {repository.default_branch}",
+        rows=compare.compare_commits(base, head),
+        pareto=compare.pareto_points({repository.default_branch: base, branch: head}),
+    )
+
+
+@require_GET
+def strategy_compare(request, repository: str, sha: str):
+    repository = get_object_or_404(Repository, name=repository)
+    commit = _commit_or_404(repository, sha)
+    strategies = sorted({key[1] for key in compare.results_of(commit)})
+    base = request.GET.get("base") or (strategies[0] if strategies else "")
+    head = request.GET.get("head") or next((s for s in strategies if s != base), base)
+    return _comparison(
+        request, repository, commit, commit,
+        title=f"{head} against {base} at {commit.short_sha}",
+        rows=compare.compare_strategies(commit, base, head),
+        pareto=compare.pareto_points({commit.short_sha: commit}),
+        extra={"strategies": strategies, "base_strategy": base, "head_strategy": head,
+               "by_strategy": True},
+    )
+
+
+def _plan_diff(base_pk: int, head_pk: int):
+    results = Result.objects.with_related()
+    base = get_object_or_404(results, pk=base_pk)
+    head = get_object_or_404(results, pk=head_pk)
+    before, after = compare.load_plan(base), compare.load_plan(head)
+    if before is None or after is None:
+        raise Http404("both results need a plan.json artifact")
+    return base, head, compare.diff_plans(before, after)
+
+
+@require_GET
+def plan_diff_page(request, base: int, head: int):
+    base, head, diff = _plan_diff(base, head)
+    return render(
+        request, "dashboard/plan_diff.html",
+        {"base": base, "head": head, "diff": diff,
+         "json_url": reverse("plan-diff-json", args=[base.pk, head.pk])},
+    )
+
+
+@require_GET
+def plan_diff_json(request, base: int, head: int):
+    base, head, diff = _plan_diff(base, head)
+    return JsonResponse(
+        {"base_result": base.pk, "head_result": head.pk, **compare.plan_diff_json(diff)}
+    )
+
+
+@require_GET
+def alerts_page(request):
+    alerts = Alert.objects.all()
+    repository = request.GET.get("repository", "")
+    commit = request.GET.get("commit", "")
+    state = request.GET.get("state", "")
+    if repository:
+        alerts = alerts.filter(repository__name=repository)
+    if commit:
+        alerts = alerts.filter(commit__sha__startswith=commit.lower())
+    if state:
+        alerts = alerts.filter(state=state)
+    return render(
+        request, "dashboard/alerts.html",
+        {"groups": alerts.grouped_by_commit(), "states": Alert.State.choices,
+         "repository": repository, "commit": commit, "state": state},
+    )
+
+
+@require_POST
+def triage_alert(request, pk: int):
+    alert = get_object_or_404(Alert, pk=pk)
+    state = request.POST.get("state", "")
+    if state not in Alert.State.values:
+        return JsonResponse({"error": f"unknown state {state!r}"}, status=400)
+    actions.triage_alert(alert, state)
+    messages.success(request, f"Alert {alert.pk} marked {state}.")
+    back = request.POST.get("next", "")
+    if not back.startswith("/") or back.startswith("//"):
+        back = reverse("alerts")
+    return redirect(back)

@@ -1,0 +1,1 @@
+"""Webhook receivers: one module per sender (``github``)."""

@@ -1,0 +1,297 @@
+"""GitHub webhooks: ``POST /webhooks/github/<repository>`` (or ``/webhooks/github``).
+
+Which secret verifies a delivery? The repository must be known before the body may be
+trusted, and the body must not be read for its repository name before it is trusted. So:
+
+- ``/webhooks/github/<name>`` (recommended): the URL names the Peakwatch repository; its
+  ``webhook_secret`` must verify ``X-Hub-Signature-256``. Unknown name: 404; wrong signature:
+  401.
+- ``/webhooks/github``: the signature is checked against the secret of every repository that
+  has one (constant-time each); the repositories it verifies for are the candidates, and
+  only then is the payload parsed to pick the one whose ``github_repository`` or clone URL
+  matches ``repository.full_name``. No repository with a secret: 404; no secret verifies: 401.
+
+Only after verification is the body parsed (JSON, or GitHub's form encoding with a
+``payload`` field): a malformed one is 400. A delivery already accepted (same
+``X-GitHub-Delivery``) is answered 200 and changes nothing. Accepted ``push`` and
+``pull_request`` deliveries are queued (202) for :func:`process_delivery`, which does the git
+work in a Celery task. Every request is logged as a :class:`WebhookDelivery` with its outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from urllib.parse import parse_qs
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from dashboard import actions
+from dashboard.models import Commit, Repository, WebhookDelivery
+from workers import gitrepo
+
+log = logging.getLogger(__name__)
+
+Outcome = WebhookDelivery.Outcome
+SHA = re.compile(r"^[0-9a-f]{40}$")
+ZERO_SHA = "0" * 40
+PULL_REQUEST_ACTIONS = ("opened", "synchronize", "reopened")
+#: How many first-parent ancestors of a pushed head are recorded, so it has a baseline.
+HISTORY_DEPTH = 20
+
+
+class Malformed(ValueError):
+    """The verified body is not a payload we understand."""
+
+
+def _answer(delivery: WebhookDelivery) -> JsonResponse:
+    return JsonResponse(
+        {"delivery": delivery.pk, "outcome": delivery.outcome, "detail": delivery.detail},
+        status=delivery.status_code,
+    )
+
+
+@csrf_exempt
+@require_POST
+def receive(request, repository: str | None = None):
+    guid = request.headers.get("X-GitHub-Delivery", "")[:100]
+    event = request.headers.get("X-GitHub-Event", "")[:100]
+    signature = request.headers.get("X-Hub-Signature-256", "")
+
+    def reject(outcome, status, detail, repo=None):
+        log.info("github delivery %s (%s) rejected: %s", guid, event, detail)
+        return _answer(actions.log_delivery(
+            outcome=outcome, status_code=status, guid=guid, event=event, repository=repo,
+            detail=detail,
+        ))
+
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return reject(Outcome.MALFORMED, 413, "the payload is larger than this server accepts")
+
+    if repository is not None:
+        repo = Repository.objects.filter(name=repository).first()
+        if repo is None:
+            return reject(Outcome.UNKNOWN_REPOSITORY, 404, f"no repository named {repository!r}")
+        if not repo.verifies_signature(body, signature):
+            return reject(Outcome.BAD_SIGNATURE, 401, _why_unverified(repo, signature), repo)
+        candidates = [repo]
+    else:
+        with_secret = list(Repository.objects.exclude(webhook_secret=""))
+        if not with_secret:
+            return reject(Outcome.UNKNOWN_REPOSITORY, 404, "no repository accepts webhooks")
+        candidates = [r for r in with_secret if r.verifies_signature(body, signature)]
+        if not candidates:
+            return reject(Outcome.BAD_SIGNATURE, 401, "no repository's secret verifies it")
+
+    # Verified: from here on the body may be read.
+    try:
+        payload = _parse_body(body, request.content_type)
+        repo = _pick_repository(candidates, payload, named=repository is not None)
+        if repo is None:
+            return reject(Outcome.UNKNOWN_REPOSITORY, 404,
+                          "the payload's repository is not tracked here", candidates[0])
+        outcome, status, action, detail = _triage(event, payload)
+    except Malformed as exc:
+        return reject(Outcome.MALFORMED, 400, str(exc), candidates[0])
+
+    if not guid:
+        return reject(Outcome.MALFORMED, 400, "the X-GitHub-Delivery header is missing", repo)
+    delivery = actions.accept_delivery(
+        guid=guid, event=event, action=action, repository=repo,
+        payload=payload if outcome == Outcome.QUEUED else None,
+        outcome=outcome, status_code=status, detail=detail,
+    )
+    if delivery is None:
+        return _answer(actions.log_delivery(
+            outcome=Outcome.DUPLICATE, status_code=200, guid=guid, event=event, action=action,
+            repository=repo, detail="already accepted; nothing new was recorded",
+        ))
+    if outcome == Outcome.QUEUED:
+        from workers.tracking import process_github_delivery
+
+        transaction.on_commit(lambda: process_github_delivery.delay(delivery.pk))
+    return _answer(delivery)
+
+
+def _why_unverified(repo: Repository, signature: str) -> str:
+    if not repo.webhook_secret:
+        return "this repository has no webhook secret: set one before sending webhooks"
+    if not signature:
+        return "the X-Hub-Signature-256 header is missing"
+    return "X-Hub-Signature-256 does not match the body"
+
+
+def _parse_body(body: bytes, content_type: str) -> dict:
+    try:
+        text = body.decode()
+        if content_type == "application/x-www-form-urlencoded":
+            text = parse_qs(text).get("payload", [""])[0]
+        payload = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise Malformed(f"the body is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise Malformed("the payload is not a JSON object")
+    return payload
+
+
+def _pick_repository(candidates: list[Repository], payload: dict, named: bool):
+    """The repository a verified payload is for, or None if it names another one."""
+    about = payload.get("repository")
+    full_name = about.get("full_name") if isinstance(about, dict) else None
+    matching = [r for r in candidates if _names(r, full_name)]
+    if matching:
+        return matching[0]
+    if named and full_name and candidates[0].github_repository:
+        # The URL names a repository mapped to another GitHub repository.
+        return None
+    return candidates[0]
+
+
+def _names(repo: Repository, full_name: str | None) -> bool:
+    if not full_name:
+        return False
+    if repo.github_repository:
+        return repo.github_repository.lower() == full_name.lower()
+    url = repo.clone_url.lower().removesuffix(".git")
+    return url.endswith("/" + full_name.lower()) or url.endswith(":" + full_name.lower())
+
+
+def _triage(event: str, payload: dict) -> tuple[str, int, str, str]:
+    """(outcome, HTTP status, action, detail) for a verified payload; Malformed if bad."""
+    if event == "ping":
+        return Outcome.PING, 200, "", f"pong: {payload.get('zen', '')}"[:200]
+    if event == "push":
+        ref = _string(payload, "ref")
+        after = _sha(payload, "after", allow_zero=True)
+        commits = payload.get("commits", [])
+        if not isinstance(commits, list) or not all(
+            isinstance(c, dict) and SHA.match(str(c.get("id", ""))) for c in commits
+        ):
+            raise Malformed("push.commits must be a list of commits with 40-hex ids")
+        if payload.get("deleted") or after == ZERO_SHA:
+            return Outcome.IGNORED, 200, "", f"{ref} was deleted"
+        if not ref.startswith("refs/heads/"):
+            return Outcome.IGNORED, 200, "", f"{ref} is not a branch"
+        return Outcome.QUEUED, 202, "", f"run {after[:10]} on {ref.removeprefix('refs/heads/')}"
+    if event == "pull_request":
+        action = _string(payload, "action")
+        number = payload.get("number")
+        if not isinstance(number, int) or isinstance(number, bool) or number <= 0:
+            raise Malformed("pull_request.number must be a positive integer")
+        pull = payload.get("pull_request")
+        if not isinstance(pull, dict):
+            raise Malformed("pull_request must be an object")
+        for side in ("head", "base"):
+            if not isinstance(pull.get(side), dict):
+                raise Malformed(f"pull_request.{side} must be an object")
+            _sha(pull[side], "sha", label=f"pull_request.{side}.sha")
+            _string(pull[side], "ref", label=f"pull_request.{side}.ref")
+        if action not in PULL_REQUEST_ACTIONS:
+            return Outcome.IGNORED, 200, action, f"pull request action {action!r} is not run"
+        return Outcome.QUEUED, 202, action, f"run #{number} at {pull['head']['sha'][:10]}"
+    return Outcome.IGNORED, 200, "", f"event {event or '(none)'!r} is not handled"
+
+
+def _string(data: dict, key: str, label: str | None = None) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise Malformed(f"{label or key} must be a non-empty string")
+    return value
+
+
+def _sha(data: dict, key: str, *, allow_zero: bool = False, label: str | None = None) -> str:
+    value = _string(data, key, label)
+    if not SHA.match(value) or (value == ZERO_SHA and not allow_zero):
+        raise Malformed(f"{label or key} must be a 40-hex commit sha")
+    return value
+
+
+def process_delivery(delivery: WebhookDelivery) -> None:
+    """Do what an accepted delivery asks: the git work the request did not wait for."""
+    if delivery.repository is None or not isinstance(delivery.payload, dict):
+        actions.close_delivery(delivery, outcome=Outcome.FAILED, detail="the repository is gone")
+        return
+    try:
+        if delivery.event == "push":
+            detail = _process_push(delivery.repository, delivery.payload)
+        elif delivery.event == "pull_request":
+            detail = _process_pull_request(delivery.repository, delivery.payload)
+        else:
+            detail = f"nothing to do for {delivery.event}"
+    except gitrepo.GitError as exc:
+        log.warning("delivery %s failed: %s", delivery.guid, exc)
+        actions.close_delivery(delivery, outcome=Outcome.FAILED, detail=str(exc))
+        return
+    actions.close_delivery(delivery, outcome=Outcome.PROCESSED, detail=detail)
+
+
+def _mirror(repository: Repository):
+    return gitrepo.mirror(repository.clone_url, settings.PEAKWATCH["WORK_DIR"])
+
+
+def record_history(repository: Repository, mirror, rev: str, branch: str) -> Commit:
+    """Record ``rev`` and its recent first parents (so it has a baseline); return ``rev``'s."""
+    shas = gitrepo.first_parents(mirror, rev, HISTORY_DEPTH)
+    known = set(
+        Commit.objects.for_repository(repository).filter(sha__in=shas).values_list("sha", flat=True)
+    )
+    # The head always (its branch may be new), then ancestors down to the first known one.
+    new = [shas[0]]
+    for sha in shas[1:]:
+        if sha in known:
+            break
+        new.append(sha)
+    head = None
+    for sha in reversed(new):
+        info = gitrepo.commit_info(mirror, sha)
+        head = actions.record_commit(
+            repository, sha=info.sha, parent_sha=info.parent_sha, branch=branch,
+            author=info.author, message=info.message, committed_at=info.committed_at,
+        )
+    return head
+
+
+def _process_push(repository: Repository, payload: dict) -> str:
+    branch = payload["ref"].removeprefix("refs/heads/")
+    mirror = _mirror(repository)
+    for pushed in payload.get("commits", []):
+        # Commits of the push that are not first parents of its head are recorded too.
+        if gitrepo.has_commit(mirror, pushed["id"]):
+            record_history(repository, mirror, pushed["id"], branch)
+    head = record_history(repository, mirror, payload["after"], branch)
+    run, started = actions.ensure_run(head, trigger="push")
+    return f"{'started' if started else 'already had'} run {run.pk} of {head.short_sha}"
+
+
+def _process_pull_request(repository: Repository, payload: dict) -> str:
+    pull = payload["pull_request"]
+    number = payload["number"]
+    mirror = _mirror(repository)
+    head_sha = pull["head"]["sha"]
+    if not gitrepo.has_commit(mirror, head_sha):
+        # A fork's head is reachable through GitHub's pull/N/head ref.
+        gitrepo.fetch(mirror, f"pull/{number}/head")
+    base = gitrepo.merge_base(mirror, pull["base"]["sha"], head_sha)
+    base_commit = record_history(repository, mirror, base, pull["base"]["ref"])
+    head_commit = record_history(repository, mirror, head_sha, pull["head"]["ref"])
+    pull_request = actions.record_pull_request(
+        repository, number=number, title=str(pull.get("title", ""))[:500],
+        url=str(pull.get("html_url", ""))[:500], head_ref=pull["head"]["ref"],
+        head_sha=head_sha, base_ref=pull["base"]["ref"], base_sha=base,
+    )
+    base_run, _ = actions.ensure_run(base_commit, trigger="pull_request-base")
+    head_run, started = actions.ensure_run(
+        head_commit, trigger="pull_request", pull_request=pull_request
+    )
+    return (
+        f"#{number}: {'started' if started else 'already had'} run {head_run.pk} of "
+        f"{head_commit.short_sha}; base {base_commit.short_sha} has run {base_run.pk}"
+    )

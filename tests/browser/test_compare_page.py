@@ -1,0 +1,34 @@
+"""The comparison page in a real browser: one bytes-against-latency scatter per model."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.models import Run
+
+pytestmark = pytest.mark.browser
+
+DATASETS = """() => window.peakwatchCharts.map((chart) => chart.data.datasets.map((dataset, i) => ({
+    label: dataset.label,
+    points: dataset.data.length,
+    drawn: chart.getDatasetMeta(i).data.length,
+})))"""
+
+
+def test_it_draws_base_head_and_the_pareto_front_for_each_model(
+    page, live_server, recorded_history, screenshot_dir
+):
+    first, last = (Run.objects.get(pk=run.pk).commit for run in (recorded_history[0],
+                                                                  recorded_history[-1]))
+
+    page.goto(f"{live_server.url}/repos/demo/compare/{first.sha}...{last.sha}/")
+    page.wait_for_selector("[data-pareto-charts][data-ready='true']", timeout=10_000)
+
+    charts = page.evaluate(DATASETS)
+    assert len(charts) == 2  # residual-cnn and small-cnn
+    for datasets in charts:
+        assert [d["label"] for d in datasets][:2] == ["base", "head"]
+        assert datasets[0]["points"] == datasets[0]["drawn"] == 3
+        assert datasets[2]["label"] == "Pareto front (head)"
+    assert page.problems == []
+    page.screenshot(path=str(screenshot_dir / "compare-page.png"), full_page=True)

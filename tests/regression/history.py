@@ -1,0 +1,40 @@
+"""Recording made-up runs quickly, through the same actions the workers call."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from dashboard import actions
+from dashboard.models import Run
+from tests.conftest import fake_report
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def record_run(repository, index: int, figures: dict, *, parent: str = "", branch: str = "main",
+               pull_request=None, sha: str | None = None) -> Run:
+    """A finished run of commit ``index`` with ``figures``: {(model, strategy): report}."""
+    commit = actions.record_commit(
+        repository, sha=sha or f"{index:02d}" + "c" * 38, parent_sha=parent, branch=branch,
+        author="Ada Planner", message=f"Commit {index}",
+        committed_at=START + timedelta(hours=index),
+    )
+    run = Run.objects.create(
+        repository=repository, commit=commit, trigger="test", pull_request=pull_request
+    )
+    actions.begin_run(
+        run, models=[(m, "zoo:small_cnn") for m, _ in figures],
+        strategies=sorted({s for _, s in figures}), boards=["cpu"], total=len(figures),
+    )
+    for (model, strategy), report in figures.items():
+        actions.record_result(run, model=model, strategy=strategy, board="cpu", report=report)
+    actions.finish_run(run)
+    run.refresh_from_db()
+    return run
+
+
+def bytes_only(planned: int, latency: float = 1.0, samples=None) -> dict:
+    report = fake_report(planned, latency)
+    if samples is not None:
+        report["latency_ms"]["samples"] = list(samples)
+    return report

@@ -1,0 +1,103 @@
+"""``POST /api/runs``: CI triggers runs with a hashed API token."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from dashboard import actions
+from dashboard.demo import git
+from dashboard.models import ApiToken, Commit, Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def tracked(demo_repository_path):
+    return actions.track_repository("tracked", str(demo_repository_path))
+
+
+@pytest.fixture
+def token(tracked):
+    return actions.create_api_token("ci")[1]
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    started = []
+    monkeypatch.setattr("workers.tasks.plan_run.delay", started.append)
+    return started
+
+
+def _post(client, body, token=None):
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+    return client.post("/api/runs", data=body, content_type="application/json", **headers)
+
+
+def test_the_command_prints_a_token_and_stores_only_its_hash(tracked):
+    out = io.StringIO()
+
+    call_command("create_api_token", "github-actions", "--repository", "tracked", stdout=out,
+                 stderr=io.StringIO())
+
+    raw = out.getvalue().strip()
+    stored = ApiToken.objects.get()
+    assert raw.startswith("pw_") and len(raw) > 40
+    assert stored.token_hash == ApiToken.hash(raw) and raw not in stored.token_hash
+    assert stored.repository == tracked
+
+
+def test_it_refuses_a_request_without_a_valid_token(client, tracked):
+    assert _post(client, {"repository": "tracked", "branch": "main"}).status_code == 401
+    assert _post(client, {"repository": "tracked", "branch": "main"}, "pw_nope").status_code == 401
+    assert not Run.objects.exists()
+
+
+def test_a_scoped_token_cannot_run_another_repository(client, tracked):
+    other = actions.track_repository("other", "/nonexistent")
+    raw = actions.create_api_token("other-ci", other)[1]
+
+    response = _post(client, {"repository": "tracked", "branch": "main"}, raw)
+
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("body", [
+    "not json", {"repository": "tracked"}, {"repository": "tracked", "sha": "xyz"},
+    {"repository": "tracked", "branch": "--upload-pack=evil"}, {"branch": "main"},
+])
+def test_it_answers_400_to_a_bad_request(client, token, body):
+    assert _post(client, body, token).status_code == 400
+
+
+def test_it_runs_a_known_commit_at_once(
+    client, tracked, token, queued, django_capture_on_commit_callbacks
+):
+    commit = actions.record_commit(tracked, sha="ab" * 20, committed_at="2026-11-01T00:00Z")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _post(client, {"repository": "tracked", "sha": "abababab"}, token)
+
+    assert response.status_code == 202
+    run = Run.objects.get()
+    assert response.json()["run"] == run.pk
+    assert (run.commit, run.trigger) == (commit, "api")
+    assert queued == [run.pk]
+    assert ApiToken.objects.get().last_used_at is not None
+
+
+def test_it_resolves_a_branch_in_a_task_and_runs_its_head(
+    client, tracked, token, queued, demo_repository_path, django_capture_on_commit_callbacks
+):
+    head = git(demo_repository_path, "rev-parse", "main")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _post(client, {"repository": "tracked", "branch": "main"}, token)
+
+    assert response.status_code == 202
+    assert response.json()["status"] == "resolving"
+    run = Run.objects.get()
+    assert run.commit.sha == head and run.commit.branch == "main"
+    assert Commit.objects.count() == 5

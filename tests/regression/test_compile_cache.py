@@ -1,0 +1,87 @@
+"""The compile cache: an unchanged model is not compiled again; its figures are reused."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from dashboard import actions
+from dashboard.demo import commit_file, create_demo_repository
+from dashboard.models import Alert, Result, Run
+from workers import compile_cache, gitrepo
+from workers.manifest import ModelEntry
+
+SMALL = {"channels": 4, "resolution": 16, "depth": 2}
+RESIDUAL = {"channels": 4, "resolution": 16, "blocks": 1}
+COMMITS = [
+    ("Track two tiny models", {"small-cnn": SMALL, "residual-cnn": RESIDUAL}),
+    ("Widen the small CNN", {"small-cnn": {**SMALL, "channels": 8}, "residual-cnn": RESIDUAL}),
+]
+
+
+def test_the_key_follows_the_model_content_strategy_tvm_and_target():
+    entry = ModelEntry("small-cnn", "zoo:small_cnn", SMALL)
+    content = compile_cache.model_content_hash(entry)
+    same = compile_cache.model_content_hash(ModelEntry("renamed", "zoo:small_cnn", dict(SMALL)))
+    wider = compile_cache.model_content_hash(
+        ModelEntry("small-cnn", "zoo:small_cnn", {**SMALL, "channels": 8})
+    )
+
+    key = compile_cache.cache_key(content, "greedy-by-size", "0.27", "llvm")
+
+    assert content == same != wider
+    assert key != compile_cache.cache_key(content, "none", "0.27", "llvm")
+    assert key != compile_cache.cache_key(content, "greedy-by-size", "0.28", "llvm")
+    assert key != compile_cache.cache_key(content, "greedy-by-size", "0.27", "cuda")
+
+
+def test_a_file_source_is_hashed_by_its_content_at_the_commit(tmp_path):
+    repo = tmp_path / "repo"
+    create_demo_repository(repo, COMMITS[:1])
+    when = datetime.now(UTC)
+    first = commit_file(repo, "net.py", "def build():\n    return 1\n", "Add net", when)
+    second = commit_file(repo, "net.py", "def build():\n    return 2\n", "Change net", when)
+    third = commit_file(repo, "README", "docs\n", "Only docs", when)
+    entry = ModelEntry("m", "net.py:build", {})
+
+    hashes = [compile_cache.model_content_hash(entry, repo, sha) for sha in (first, second, third)]
+
+    assert None not in hashes
+    assert hashes[0] != hashes[1] == hashes[2]
+    assert compile_cache.model_content_hash(ModelEntry("m", "gone.onnx", {}), repo, first) is None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_an_unchanged_model_is_reused_and_a_changed_one_compiled(tmp_path):
+    path = tmp_path / "repo"
+    create_demo_repository(path, COMMITS, strategies=("tvm-stock", "greedy-by-size"))
+    repository = actions.track_repository("tiny", str(path))
+    runs = []
+    for info in gitrepo.history(path, "main"):
+        commit = actions.record_commit(
+            repository, sha=info.sha, parent_sha=info.parent_sha, branch="main",
+            author=info.author, message=info.message, committed_at=info.committed_at,
+        )
+        runs.append(actions.start_run(commit))
+    first, second = (Run.objects.get(pk=run.pk) for run in runs)
+
+    assert first.status == second.status == Run.Status.SUCCEEDED, second.error
+    assert second.progress_done == 4
+    reused = Result.objects.filter(run=second, model__name="residual-cnn")
+    assert reused.count() == 2
+    for result in reused:
+        original = Result.objects.get(run=first, model__name="residual-cnn",
+                                      strategy=result.strategy)
+        assert result.reused_from == original and result.is_reused
+        assert result.planned_bytes == original.planned_bytes
+        assert result.details["reused_from"] == original.pk
+        # The artifacts are the original's files, not copies.
+        assert {a.file.name for a in result.artifacts.all()} == {
+            a.file.name for a in original.artifacts.all()}
+    compiled = Result.objects.filter(run=second, model__name="small-cnn")
+    assert not any(r.is_reused for r in compiled)
+    assert "unchanged, reused" in second.log
+    # The widened model planned more bytes: detection raised the alerts.
+    assert set(Alert.objects.values_list("model__name", "kind")) == {("small-cnn", "bytes")}

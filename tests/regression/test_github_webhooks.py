@@ -1,0 +1,228 @@
+"""GitHub webhooks: verified before parsed, deduplicated, logged, and queued, never a 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dashboard import actions
+from dashboard.demo import git
+from dashboard.models import Commit, PullRequest, Run, WebhookDelivery
+from dashboard.webhooks import github
+from tests.regression.conftest import SECRET, deliver, pull_request_payload, push_payload
+
+Outcome = WebhookDelivery.Outcome
+
+
+@pytest.fixture
+def tracked(db, demo_repository_path):
+    repository = actions.track_repository("tracked", str(demo_repository_path))
+    repository.webhook_secret = SECRET
+    repository.github_repository = "octo/models"
+    repository.save()
+    return repository
+
+
+@pytest.fixture
+def head(demo_repository_path):
+    return git(demo_repository_path, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def queued(monkeypatch):
+    """The runs handed to the workers (no compile in these tests)."""
+    started = []
+    monkeypatch.setattr("workers.tasks.plan_run.delay", started.append)
+    return started
+
+
+def test_it_rejects_a_bad_signature_and_records_nothing(client, tracked, head):
+    response = deliver(client, push_payload(head), event="push", secret="wrong")
+
+    assert response.status_code == 401
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.outcome == Outcome.BAD_SIGNATURE
+    assert delivery.payload is None and not delivery.accepted
+    assert not Commit.objects.exists()
+
+
+def test_it_rejects_a_missing_signature(client, tracked, head):
+    response = deliver(client, push_payload(head), event="push", signature="")
+
+    assert response.status_code == 401
+    assert "missing" in response.json()["detail"]
+
+
+def test_it_answers_404_for_an_unknown_repository(client, tracked, head):
+    response = deliver(client, push_payload(head), event="push", url="/webhooks/github/nope")
+
+    assert response.status_code == 404
+    assert WebhookDelivery.objects.get().outcome == Outcome.UNKNOWN_REPOSITORY
+
+
+def test_it_rejects_a_payload_for_another_github_repository(client, tracked, head):
+    response = deliver(client, push_payload(head, full_name="octo/other"), event="push")
+
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"{not json", b"[1, 2]", b"\xff\xfe", json.dumps({"ref": "refs/heads/main"}).encode(),
+     json.dumps(push_payload("zz" * 20)).encode()],
+    ids=["not-json", "not-an-object", "not-utf8", "no-after", "bad-sha"],
+)
+def test_it_answers_400_for_a_malformed_signed_payload(client, tracked, body):
+    response = deliver(client, None, event="push", body=body)
+
+    assert response.status_code == 400
+    assert WebhookDelivery.objects.get().outcome == Outcome.MALFORMED
+    assert not Commit.objects.exists()
+
+
+def test_it_answers_a_ping(client, tracked):
+    response = deliver(client, {"zen": "Keep it logically awesome.", "hook_id": 1}, event="ping")
+
+    assert response.status_code == 200
+    assert response.json()["outcome"] == Outcome.PING
+
+
+def test_it_queues_a_push_and_answers_202(
+    client, tracked, head, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = deliver(client, push_payload(head), event="push", guid="guid-1")
+
+    assert response.status_code == 202
+    delivery = WebhookDelivery.objects.get(guid="guid-1")
+    assert delivery.outcome == Outcome.QUEUED and delivery.accepted
+    assert len(callbacks) == 1
+    # Nothing slow happened in the request: the commits wait for the task.
+    assert not Commit.objects.exists()
+
+
+def test_a_redelivery_creates_nothing_new(
+    client, tracked, head, queued, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        first = deliver(client, push_payload(head), event="push", guid="guid-2")
+    commits, runs = Commit.objects.count(), Run.objects.count()
+
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        again = deliver(client, push_payload(head), event="push", guid="guid-2")
+
+    assert first.status_code == 202
+    assert again.status_code == 200
+    assert again.json()["outcome"] == Outcome.DUPLICATE
+    assert not callbacks
+    assert (Commit.objects.count(), Run.objects.count()) == (commits, runs) == (5, 1)
+    assert len(queued) == 1
+
+
+def test_a_delivery_rejected_before_is_accepted_once_the_secret_is_right(client, tracked, head):
+    deliver(client, push_payload(head), event="push", guid="guid-3", secret="old")
+
+    response = deliver(client, push_payload(head), event="push", guid="guid-3")
+
+    assert response.status_code == 202
+    assert list(WebhookDelivery.objects.order_by("id").values_list("outcome", flat=True)) == [
+        Outcome.BAD_SIGNATURE, Outcome.QUEUED,
+    ]
+
+
+def test_a_push_records_its_commits_and_runs_the_head_on_its_branch(
+    client, tracked, head, queued, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        deliver(client, push_payload(head, commits=[head]), event="push", guid="guid-4")
+
+    commit = Commit.objects.get(sha=head)
+    assert commit.branch == "main"
+    assert commit.title == "Go back to 32x32 inputs for the small CNN"
+    # Its history is recorded too, so detection finds a baseline through parent_sha.
+    assert Commit.objects.filter(repository=tracked).count() == 5
+    assert commit.parent() is not None
+    run = Run.objects.get()
+    assert (run.commit, run.trigger) == (commit, "push")
+    assert queued == [run.pk]
+    delivery = WebhookDelivery.objects.get(guid="guid-4")
+    assert delivery.outcome == Outcome.PROCESSED and delivery.processed_at
+
+
+def test_it_ignores_tag_pushes_and_deleted_branches(client, tracked, head):
+    tag = deliver(client, push_payload(head, ref="refs/tags/v1"), event="push")
+    deleted = deliver(client, {**push_payload("0" * 40), "deleted": True}, event="push")
+
+    assert (tag.status_code, deleted.status_code) == (200, 200)
+    assert set(WebhookDelivery.objects.values_list("outcome", flat=True)) == {Outcome.IGNORED}
+
+
+def test_a_pull_request_runs_its_head_and_makes_sure_its_merge_base_has_a_run(
+    client, tracked, demo_repository_path, queued, django_capture_on_commit_callbacks
+):
+    base = git(demo_repository_path, "rev-parse", "HEAD~2")
+    git(demo_repository_path, "checkout", "-q", "-b", "feature", base)
+    (demo_repository_path / "notes.txt").write_text("a change on the branch\n")
+    git(demo_repository_path, "add", "notes.txt")
+    git(demo_repository_path, "commit", "-q", "-m", "Add notes")
+    feature = git(demo_repository_path, "rev-parse", "HEAD")
+    main = git(demo_repository_path, "rev-parse", "main")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = deliver(
+            client, pull_request_payload(7, head_sha=feature, base_sha=main), event="pull_request"
+        )
+
+    assert response.status_code == 202
+    pull_request = PullRequest.objects.get(number=7)
+    assert (pull_request.head_sha, pull_request.base_sha) == (feature, base)
+    head_run = Run.objects.get(commit__sha=feature)
+    assert head_run.pull_request == pull_request
+    assert Run.objects.filter(commit__sha=base).exists()
+    assert Commit.objects.get(sha=feature).branch == "feature"
+    assert len(queued) == 2
+
+
+def test_it_ignores_pull_request_actions_that_change_no_code(client, tracked, head):
+    payload = pull_request_payload(7, head_sha=head, base_sha=head, action="labeled")
+
+    response = deliver(client, payload, event="pull_request")
+
+    assert response.status_code == 200
+    assert WebhookDelivery.objects.get().outcome == Outcome.IGNORED
+
+
+def test_the_url_without_a_name_finds_the_repository_whose_secret_verifies(
+    client, tracked, head, django_capture_on_commit_callbacks
+):
+    other = actions.track_repository("other", "/nonexistent")
+    other.webhook_secret = "another-secret"
+    other.save()
+
+    response = deliver(client, push_payload(head), event="push", url="/webhooks/github")
+
+    assert response.status_code == 202
+    assert WebhookDelivery.objects.get().repository == tracked
+
+
+def test_a_delivery_whose_git_work_fails_is_logged_as_failed(tracked, monkeypatch):
+    delivery = actions.accept_delivery(
+        guid="g", event="push", action="", repository=tracked, outcome=Outcome.QUEUED,
+        status_code=202, payload=push_payload("ab" * 20),
+    )
+
+    github.process_delivery(delivery)
+
+    delivery.refresh_from_db()
+    assert delivery.outcome == Outcome.FAILED
+    assert "ab" * 5 in delivery.detail
+
+
+def test_deliveries_are_listed_in_the_admin(admin_client, client, tracked, head):
+    deliver(client, push_payload(head), event="push", secret="wrong", guid="guid-admin")
+
+    response = admin_client.get("/admin/dashboard/webhookdelivery/")
+
+    assert response.status_code == 200
+    assert "guid-admin" in response.content.decode()

@@ -1,0 +1,127 @@
+"""Find the first commit that changed a model's planned bytes, compiling as little as possible.
+
+Planned bytes need only a compile (no timing, no memory measurement), and they are
+deterministic, so a binary search over ``git rev-list GOOD..BAD`` finds the first commit
+whose value differs from GOOD's, as ``git bisect`` would: it assumes the change, once made,
+stays. Each probe reads the manifest at that commit; commits whose model content is the
+same as one already compiled (or one in the compile cache) cost nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workers import compile_cache, gitrepo, manifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Probe:
+    sha: str
+    planned_bytes: int | None
+    how: str  # "compiled", "same content", "cache", "missing"
+    detail: str = ""
+
+
+@dataclass
+class Bisection:
+    model: str
+    strategy: str
+    good: str
+    bad: str
+    commits: int
+    first_changed: str | None = None
+    before: int | None = None
+    after: int | None = None
+    probes: list[Probe] = field(default_factory=list)
+
+    @property
+    def compiles(self) -> int:
+        return sum(p.how == "compiled" for p in self.probes)
+
+
+def first_change(count: int, differs: Callable[[int], bool]) -> int | None:
+    """The smallest ``i`` in ``1..count-1`` with ``differs(i)``, by binary search.
+
+    Index 0 is GOOD and ``count - 1`` is BAD; None when BAD does not differ at all.
+    """
+    if count < 2 or not differs(count - 1):
+        return None
+    low, high = 0, count - 1  # differs(low) is False, differs(high) is True
+    while high - low > 1:
+        middle = (low + high) // 2
+        if differs(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def compile_planned_bytes(entry: manifest.ModelEntry, strategy: str, target: str) -> int | None:
+    from planner.compile import compile_model
+    from planner.zoo import ModelSource
+
+    [report] = compile_model(
+        ModelSource(entry.source, entry.params), [strategy], model_name=entry.name,
+        target=target, repeat=0, memory_configs=(),
+    )
+    if report.error:
+        raise RuntimeError(report.error)
+    return report.planned_bytes
+
+
+def bisect(
+    mirror: Path,
+    model: str,
+    good: str,
+    bad: str,
+    *,
+    strategy: str = "greedy-by-size",
+    target: str = "llvm",
+    cached: Callable[[str], int | None] = lambda key: None,
+    compile: Callable[[manifest.ModelEntry, str, str], int | None] = compile_planned_bytes,
+) -> Bisection:
+    good_sha, bad_sha = gitrepo.resolve(mirror, good), gitrepo.resolve(mirror, bad)
+    shas = [good_sha, *gitrepo.rev_list(mirror, good_sha, bad_sha)]
+    outcome = Bisection(model, strategy, good_sha, bad_sha, commits=len(shas) - 1)
+    by_content: dict[str, int | None] = {}
+    values: dict[int, int | None] = {}
+    version = compile_cache.tvm_version()
+
+    def value(index: int) -> int | None:
+        if index in values:
+            return values[index]
+        sha = shas[index]
+        try:
+            text = gitrepo.read_file(mirror, sha, manifest.MANIFEST_PATH)
+            entry = next(m for m in manifest.parse(text).models if m.name == model)
+        except (gitrepo.GitError, manifest.ManifestError, StopIteration) as exc:
+            detail = str(exc) or f"{model} is not in the manifest"
+            outcome.probes.append(Probe(sha, None, "missing", detail))
+            values[index] = None
+            return None
+        content = compile_cache.model_content_hash(entry, mirror, sha)
+        if content is not None and content in by_content:
+            planned, how = by_content[content], "same content"
+        else:
+            key = compile_cache.cache_key(content, strategy, version, target) if content else ""
+            planned = cached(key) if key else None
+            how = "cache"
+            if planned is None:
+                planned, how = compile(entry, strategy, target), "compiled"
+            if content is not None:
+                by_content[content] = planned
+        outcome.probes.append(Probe(sha, planned, how))
+        values[index] = planned
+        return planned
+
+    reference = value(0)
+    index = first_change(len(shas), lambda i: value(i) != reference)
+    if index is not None:
+        outcome.first_changed = shas[index]
+        outcome.before, outcome.after = values[index - 1], values[index]
+    return outcome

@@ -1,0 +1,111 @@
+"""Where board definitions come from: the worker's ``PEAKWATCH_BOARDS`` setting.
+
+How to reach a board (an RPC address, a device key) is a fact about the host its worker runs
+on, so it is configured there, next to ``-Q board.NAME``, as a JSON object of boards by name::
+
+    PEAKWATCH_BOARDS='{
+      "rpi4": {"kind": "rpc", "tracker": "10.0.0.5:9190", "key": "rpi4",
+               "target": {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}},
+      "stm32": {"kind": "micro", "target": "c", "memory_capacity": 196608}
+    }'
+
+``cpu`` and ``cuda`` need no entry. The worker copies kind, target and capacity into the
+Board row each time it serves a run, so the dashboard shows what the worker really uses.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+KINDS = ("cpu", "cuda", "rpc", "micro")
+
+#: Boards every worker knows without configuration.
+BUILTIN: dict[str, dict[str, Any]] = {
+    "cpu": {"kind": "cpu"},
+    "cuda": {"kind": "cuda"},
+}
+
+
+class BoardConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class BoardConfig:
+    name: str
+    kind: str
+    #: A target string or a TVM target dict; empty means the runner's default.
+    target: str | dict = ""
+    #: Bytes of memory the board has for a model (SRAM on a micro board).
+    memory_capacity: int | None = None
+    #: ``host:port`` of an RPC server, or of a tracker (then ``key`` names the device).
+    rpc: str = ""
+    tracker: str = ""
+    key: str = ""
+    #: Remote device the model runs on (``cpu``, ``cuda``, ...).
+    device: str = "cpu"
+    #: Seconds an RPC session may stay idle / to wait for a tracker to hand out the device.
+    timeout: float = 60.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target_string(self) -> str:
+        """The target as the compiler (and the compile-cache key) takes it: a string."""
+        if isinstance(self.target, dict):
+            return json.dumps(self.target, sort_keys=True)
+        return self.target
+
+
+_FIELDS = {"kind", "target", "memory_capacity", "rpc", "tracker", "key", "device", "timeout"}
+
+
+def parse(name: str, raw: dict[str, Any]) -> BoardConfig:
+    """One board's entry, checked; an entry that cannot work fails here, not mid-run."""
+    if not isinstance(raw, dict):
+        raise BoardConfigError(f"board {name!r}: expected a JSON object, got {raw!r}")
+    kind = raw.get("kind", "cpu")
+    if kind not in KINDS:
+        raise BoardConfigError(f"board {name!r}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    target = raw.get("target", "")
+    if not isinstance(target, str | dict):
+        raise BoardConfigError(f"board {name!r}: target must be a string or an object")
+    capacity = raw.get("memory_capacity")
+    if capacity is not None and (not isinstance(capacity, int) or capacity <= 0):
+        raise BoardConfigError(f"board {name!r}: memory_capacity must be a positive integer")
+    if kind == "rpc":
+        if bool(raw.get("rpc")) == bool(raw.get("tracker")):
+            raise BoardConfigError(f"board {name!r}: an RPC board needs either rpc or tracker")
+        if raw.get("tracker") and not raw.get("key"):
+            raise BoardConfigError(f"board {name!r}: a tracker needs the device key")
+        for address in (raw.get("rpc"), raw.get("tracker")):
+            if address:
+                split_address(address, name)
+    return BoardConfig(
+        name=name,
+        kind=kind,
+        target=target,
+        memory_capacity=capacity,
+        rpc=raw.get("rpc", ""),
+        tracker=raw.get("tracker", ""),
+        key=raw.get("key", ""),
+        device=raw.get("device", "cpu"),
+        timeout=float(raw.get("timeout", 60.0)),
+        extra={k: v for k, v in raw.items() if k not in _FIELDS},
+    )
+
+
+def split_address(address: str, name: str = "") -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise BoardConfigError(f"board {name!r}: {address!r} is not host:port")
+    return host, int(port)
+
+
+def lookup(name: str, configured: dict[str, Any] | None = None) -> BoardConfig | None:
+    """The configuration of board ``name``, or None when no worker setting names it."""
+    entries = {**BUILTIN, **(configured or {})}
+    if name not in entries:
+        return None
+    return parse(name, entries[name])
