@@ -16,36 +16,55 @@ DEMO_AUTHOR = ("Ada Planner", "ada@example.com")
 #: (commit message, manifest) pairs; each manifest is the whole file at that commit.
 DEMO_COMMITS: list[tuple[str, dict]] = [
     (
-        "Track a small CNN and a residual CNN",
+        "Track a small CNN, a residual CNN and a DenseNet",
         {"small-cnn": {"channels": 8, "resolution": 32},
-         "residual-cnn": {"channels": 8, "resolution": 32, "blocks": 2}},
+         "residual-cnn": {"channels": 8, "resolution": 32, "blocks": 2},
+         "densenet": {"resolution": 32, "classes": 10}},
     ),
     (
         "Widen the residual CNN to 16 channels",
         {"small-cnn": {"channels": 8, "resolution": 32},
-         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 2}},
+         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 2},
+         "densenet": {"resolution": 32, "classes": 10}},
     ),
     (
         "Feed the small CNN 48x48 inputs",
         {"small-cnn": {"channels": 8, "resolution": 48},
-         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 2}},
+         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 2},
+         "densenet": {"resolution": 32, "classes": 10}},
+    ),
+    (
+        "Grow the DenseNet by 16 channels a layer",
+        {"small-cnn": {"channels": 8, "resolution": 48},
+         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 2},
+         "densenet": {"resolution": 32, "classes": 10, "growth": 16}},
     ),
     (
         "Drop one residual block",
         {"small-cnn": {"channels": 8, "resolution": 48},
-         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 1}},
+         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 1},
+         "densenet": {"resolution": 32, "classes": 10, "growth": 16}},
     ),
     (
         "Go back to 32x32 inputs for the small CNN",
         {"small-cnn": {"channels": 8, "resolution": 32},
-         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 1}},
+         "residual-cnn": {"channels": 16, "resolution": 32, "blocks": 1},
+         "densenet": {"resolution": 32, "classes": 10, "growth": 16}},
     ),
 ]
 
-_SOURCES = {"small-cnn": "zoo:small_cnn", "residual-cnn": "zoo:residual_cnn"}
+#: What the demo compares; tests that build their own repositories default to the first three.
+DEMO_STRATEGIES = ("tvm-stock", "none", "greedy-by-size", "best-fit+rewrites")
+BASIC_STRATEGIES = DEMO_STRATEGIES[:3]
+
+_SOURCES = {
+    "small-cnn": "zoo:small_cnn",
+    "residual-cnn": "zoo:residual_cnn",
+    "densenet": "zoo:densenet",
+}
 
 
-def render_manifest(models: dict, strategies=("tvm-stock", "none", "greedy-by-size")) -> str:
+def render_manifest(models: dict, strategies=BASIC_STRATEGIES) -> str:
     lines = [
         "# Peakwatch suite: which models this repository tracks, and how.",
         "[suite]",
@@ -82,7 +101,7 @@ def commit_file(repo: Path, path: str, text: str, message: str, when: datetime) 
 
 
 def create_demo_repository(path: Path, commits=DEMO_COMMITS, *, now: datetime | None = None,
-                           strategies=("tvm-stock", "none", "greedy-by-size")) -> list[str]:
+                           strategies=BASIC_STRATEGIES) -> list[str]:
     """Create a git repository at ``path`` with one commit per entry; returns the shas."""
     path.mkdir(parents=True, exist_ok=True)
     git(path, "init", "-q", "-b", "main")

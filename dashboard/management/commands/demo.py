@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from dashboard import actions
-from dashboard.demo import create_demo_repository
+from dashboard.demo import DEMO_STRATEGIES, create_demo_repository
 from dashboard.models import Repository, Run
 from workers import gitrepo
 
@@ -43,7 +43,7 @@ class Command(BaseCommand):
     def _record_history(self) -> Repository:
         path = settings.DATA_DIR / "demo-repository"
         shutil.rmtree(path, ignore_errors=True)
-        create_demo_repository(path)
+        create_demo_repository(path, strategies=DEMO_STRATEGIES)
         repository = actions.track_repository(DEMO_REPOSITORY, str(path))
         mirror = gitrepo.mirror(str(path), settings.PEAKWATCH["WORK_DIR"])
         for info in gitrepo.history(mirror, "main"):
