@@ -145,7 +145,8 @@ def record_result(
         "details": {
             k: report[k]
             for k in ("tolerance", "plan_seconds", "model_source", "measured",
-                      "kernel_workspace_bytes", "kernel_stack_bytes", "peak", "rewrites",
+                      "kernel_workspace_bytes", "kernel_workspace_source",
+                      "kernel_stack_bytes", "peak", "rewrites",
                       "shape_bounds", "board", "over_capacity")
             if k in report
         },

@@ -35,6 +35,10 @@ class KernelTemporary:
     shape: tuple[int, ...]
     dtype: str
     size: int
+    #: The blocks of the kernel (in execution order) that first and last touch it.
+    first_block: int = 0
+    last_block: int = 0
+    blocks: int = 1
 
 
 @dataclass
@@ -44,18 +48,67 @@ class KernelTemporaries:
 
     @property
     def lifted_bytes(self) -> int:
-        """The most any one kernel holds at once: what TVM's workspace pool keeps."""
-        per_kernel: dict[str, int] = {}
-        for temp in self.lifted:
-            per_kernel[temp.kernel] = per_kernel.get(temp.kernel, 0) + temp.size
-        return max(per_kernel.values(), default=0)
+        """The most any one kernel holds at once: what TVM's workspace pool must hold.
+
+        TVM allocates each temporary around the blocks that use it, so within a kernel
+        only the temporaries of overlapping block ranges add up.
+        """
+        return _most_live(self.lifted)
 
     @property
     def stack_bytes(self) -> int:
-        per_kernel: dict[str, int] = {}
-        for temp in self.on_stack:
-            per_kernel[temp.kernel] = per_kernel.get(temp.kernel, 0) + temp.size
-        return max(per_kernel.values(), default=0)
+        return _most_live(self.on_stack)
+
+    @property
+    def max_blocks(self) -> int:
+        return max((t.blocks for t in [*self.lifted, *self.on_stack]), default=1)
+
+
+def _most_live(temps: list[KernelTemporary]) -> int:
+    live: dict[tuple[str, int], int] = {}
+    for temp in temps:
+        for block in range(temp.first_block, temp.last_block + 1):
+            key = (temp.kernel, block)
+            live[key] = live.get(key, 0) + temp.size
+    return max(live.values(), default=0)
+
+
+class _Unknown(Exception):
+    pass
+
+
+def kernel_blocks(kernel: tvm.tirx.PrimFunc) -> list[SBlock] | None:
+    """The blocks of a legalised kernel in execution order, or None if it is not one."""
+    body = kernel.body
+    if not isinstance(body, SBlockRealize):
+        return None
+    found: list[SBlock] = []
+
+    def walk(node) -> None:
+        # Legalised kernels are loop nests around blocks; anything else is unexpected
+        # enough that callers should treat the kernel as unknown.
+        if isinstance(node, SBlockRealize):
+            found.append(node.block)
+            walk(node.block.body)
+        elif isinstance(node, tvm.tirx.SeqStmt):
+            for child in node.seq:
+                walk(child)
+        elif isinstance(node, tvm.tirx.For):
+            walk(node.body)
+        elif isinstance(node, tvm.tirx.BufferStore | tvm.tirx.Evaluate):
+            return
+        else:
+            raise _Unknown(type(node).__name__)
+
+    try:
+        walk(body.block.body)
+    except _Unknown:
+        return None
+    return found
+
+
+def _touches(block: SBlock, buffer) -> bool:
+    return any(r.source.same_as(buffer) for r in [*block.reads, *block.writes])
 
 
 def _nbytes(buffer) -> int | None:
@@ -78,14 +131,47 @@ def temporaries_of(mod: tvm.IRModule, kernel: str) -> list[KernelTemporary]:
     block = _root_block(func)
     if block is None:
         return []
+    blocks = kernel_blocks(func) or []
     found = []
     for buffer in block.alloc_buffers:
         size = _nbytes(buffer)
         if size is None or buffer.scope() != "global":
             continue
         shape = tuple(int(d) for d in buffer.shape)
-        found.append(KernelTemporary(kernel, buffer.name, shape, str(buffer.dtype), size))
+        used = [i for i, b in enumerate(blocks) if _touches(b, buffer)]
+        first, last = (used[0], used[-1]) if used else (0, max(0, len(blocks) - 1))
+        found.append(KernelTemporary(
+            kernel, buffer.name, shape, str(buffer.dtype), size, first, last,
+            max(1, len(blocks)),
+        ))
     return found
+
+
+def refine_lifetimes(extraction, temporaries: KernelTemporaries):
+    """A copy of ``extraction`` whose time also counts the blocks inside each kernel.
+
+    Binding ``i`` becomes steps ``i*K .. i*K+K-1``. Ordinary tensors keep whole bindings; a
+    lifted temporary lives only from the first to the last block of its kernel that uses
+    it, so a padded input can share bytes with a result computed after the padding died.
+    """
+    from dataclasses import replace
+
+    from planner.relax.extract import Extraction
+
+    scale = temporaries.max_blocks + 1
+    by_name = {f"{t.kernel}.{t.name}": t for t in temporaries.lifted}
+    tensors = []
+    for tensor in extraction.tensors:
+        temp = by_name.get(tensor.name.split("@", 1)[0])
+        if temp is None:
+            tensors.append(replace(tensor, lower=tensor.lower * scale,
+                                   upper=tensor.upper * scale))
+        else:
+            call = tensor.upper - 1
+            tensors.append(replace(tensor, lower=call * scale + temp.first_block,
+                                   upper=call * scale + temp.last_block + 1))
+    return Extraction(extraction.function, tensors, extraction.escaping,
+                      extraction.num_bindings)
 
 
 def lift_kernel_temporaries(

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 import tvm
 import tvm_ffi
 from tvm import relax
-from tvm.s_tir.stmt import SBlock, SBlockRealize
+from tvm.s_tir.stmt import SBlock
 
 from planner.problem import Buffer, Problem
 from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of
+from planner.relax.kernel_temps import kernel_blocks
 
 
 @dataclass
@@ -81,37 +82,8 @@ class Rewrites:
         return True
 
 
-class _Unknown(Exception):
-    pass
-
-
 def _blocks(kernel: tvm.tirx.PrimFunc) -> list[SBlock] | None:
-    body = kernel.body
-    if not isinstance(body, SBlockRealize):
-        return None
-    found: list[SBlock] = []
-
-    def walk(node) -> None:
-        # Legalised kernels are loop nests around blocks; anything else is unexpected
-        # enough that the caller should treat the kernel as unknown.
-        if isinstance(node, SBlockRealize):
-            found.append(node.block)
-            walk(node.block.body)
-        elif isinstance(node, tvm.tirx.SeqStmt):
-            for child in node.seq:
-                walk(child)
-        elif isinstance(node, tvm.tirx.For):
-            walk(node.body)
-        elif isinstance(node, tvm.tirx.BufferStore | tvm.tirx.Evaluate):
-            return
-        else:
-            raise _Unknown(type(node).__name__)
-
-    try:
-        walk(body.block.body)
-    except _Unknown:
-        return None
-    return found
+    return kernel_blocks(kernel)
 
 
 def _regions(regions, buffer) -> list:

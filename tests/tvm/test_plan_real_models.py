@@ -9,6 +9,7 @@ from planner.problem import lower_bound
 from planner.relax import execute, lowering
 from planner.relax.apply import apply_plan
 from planner.relax.extract import extract
+from planner.relax.kernel_temps import lift_kernel_temporaries, refine_lifetimes
 from planner.zoo import ModelSource, ModelSourceError, build_network
 
 pytestmark = pytest.mark.slow
@@ -142,3 +143,19 @@ def test_measured_memory_moves_with_the_plan(tmp_path):
     assert greedy.measured["weights_bytes"] == sum(
         v.nbytes for v in build_network(RESIDUAL).random_inputs()
     )
+
+
+def test_kernel_temporaries_live_only_over_the_blocks_that_use_them(lowered):
+    network, _, mod = lowered
+    lifted, temporaries = lift_kernel_temporaries(mod, network.entry)
+
+    refined = refine_lifetimes(extract(lifted, network.entry), temporaries).by_name()
+
+    kernel = "fused_conv2d_add_relu"
+    pad, conv, add = (refined[f"{kernel}.{n}"] for n in
+                      ("pad_temp", "conv2d_nchw_intermediate", "T_add_intermediate"))
+    # Padding is dead once the convolution has read it; the add's result comes later.
+    assert pad.upper <= add.lower
+    assert conv.lower < add.lower < conv.upper
+    # Declared temporaries add up only where their blocks overlap.
+    assert temporaries.lifted_bytes < sum(t.size for t in temporaries.lifted)

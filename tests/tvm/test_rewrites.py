@@ -12,7 +12,7 @@ from planner.zoo import ModelSource, build_network
 
 pytestmark = pytest.mark.slow
 
-DENSENET = ModelSource("zoo:densenet", {"resolution": 16, "classes": 10})
+DENSENET = ModelSource("zoo:densenet", {"resolution": 32, "classes": 10})
 
 
 @pytest.fixture(scope="module")
