@@ -16,62 +16,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from dashboard.models import Artifact, Commit, Model, Repository, Result, Run
-
-
-def model_trend(model: Model, *, board: str = "", branch: str = "") -> dict:
-    """Planned bytes and latency of ``model`` over commits, one series per strategy.
-
-    Plain data, shared by ``/api/models/<id>/trend/`` and the trend page, so the chart
-    draws exactly what the API serves. A commit run more than once counts with its newest
-    successful result. With results on several boards each board gets its own series.
-    """
-    results = Result.objects.for_model(model).succeeded().select_related(
-        "commit", "strategy", "board"
-    )
-    if board:
-        results = results.on_board_named(board)
-    if branch:
-        results = results.on_branch(branch)
-    newest: dict[tuple[str, str], dict[int, Result]] = {}
-    for result in results.chronological():
-        series = newest.setdefault((result.strategy.name, result.board.name), {})
-        # Chronological with ids ascending: a later run of the same commit replaces it.
-        series[result.commit_id] = result
-    return {
-        "model": {
-            "id": model.pk,
-            "name": model.name,
-            "repository": model.repository.name,
-            "url": model.get_absolute_url(),
-        },
-        "board": board or None,
-        "branch": branch or None,
-        "series": [
-            {
-                "strategy": strategy,
-                "board": board_name,
-                "points": [_trend_point(result) for result in by_commit.values()],
-            }
-            for (strategy, board_name), by_commit in sorted(newest.items())
-        ],
-    }
-
-
-def _trend_point(result: Result) -> dict:
-    commit = result.commit
-    return {
-        "commit_sha": commit.sha,
-        "short_sha": commit.short_sha,
-        "title": commit.title,
-        "author": commit.author,
-        "committed_at": commit.committed_at.isoformat(),
-        "planned_bytes": result.planned_bytes,
-        "intermediate_bytes": result.intermediate_bytes,
-        "lower_bound_bytes": result.lower_bound_bytes,
-        "latency_median_ms": result.latency_median_ms,
-        "run_id": result.run_id,
-        "run_url": Run(pk=result.run_id).get_absolute_url(),
-    }
+from dashboard.trends import model_trend
 
 
 class RepositorySerializer(serializers.ModelSerializer):
@@ -180,13 +125,16 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
                 "model": serializers.DictField(),
                 "board": serializers.CharField(allow_null=True),
                 "branch": serializers.CharField(allow_null=True),
+                "max_points": serializers.IntegerField(),
                 "series": serializers.ListField(child=serializers.DictField()),
+                "alerts": serializers.ListField(child=serializers.DictField()),
             },
         ),
     )
     @action(detail=True)
     def trend(self, request, pk=None):
-        """Planned bytes and latency over commits, one series per strategy (and board)."""
+        """Planned bytes, measured peak and latency over commits, one series per strategy
+        (and board), at most ``max_points`` points each."""
         model = self.get_object()
         return Response(
             model_trend(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import connections, models
+from django.db.models import OuterRef, Subquery
+from django.db.models.expressions import RawSQL
 
 
 class CommitQuerySet(models.QuerySet):
@@ -102,16 +104,49 @@ class ResultQuerySet(models.QuerySet):
         ).order_by("id")
 
     def latest_per_series(self):
-        """The newest successful Result of every model x strategy x board."""
-        rows = (
-            self.succeeded()
-            .order_by("model_id", "strategy_id", "board_id", "-commit__committed_at", "-id")
-            .values_list("id", "model_id", "strategy_id", "board_id")
-        )
-        newest: dict[tuple[int, int, int], int] = {}
-        for result_id, *series in rows:
-            newest.setdefault(tuple(series), result_id)
-        return self.filter(id__in=newest.values())
+        """The newest successful Result of every model x strategy x board.
+
+        Newest means the latest commit (``committed_at``, then the highest id among runs of
+        the same commit), among the results this queryset already selects. One query; on
+        PostgreSQL each series is looked up through the indexes, newest commit first, so
+        the cost grows with the number of series, not with the history.
+        """
+        succeeded = self.succeeded()
+        newest = succeeded.order_by("-commit__committed_at", "-id").values("id")
+        if connections[self.db].vendor == "postgresql":
+            newest = newest.filter(
+                model_id=RawSQL("series.model_id", ()),
+                strategy_id=RawSQL("series.strategy_id", ()),
+                board_id=RawSQL("series.board_id", ()),
+            )[:1]
+            sql, params = newest.query.sql_with_params()
+            model, strategy, board = (
+                self.model._meta.get_field(name).related_model._meta.db_table
+                for name in ("model", "strategy", "board")
+            )
+            # Every model x strategy x board is a candidate series; the lateral lookup
+            # finds nothing for the ones that never ran. Those tables are small.
+            series = (
+                "SELECT newest.id FROM ("
+                " SELECT m.id AS model_id, s.id AS strategy_id, b.id AS board_id"
+                f" FROM {model} m CROSS JOIN {strategy} s CROSS JOIN {board} b) series"
+                f" CROSS JOIN LATERAL ({sql}) newest"
+            )
+            # ARRAY(...) is evaluated once, before the outer query: joined straight into
+            # it, the planner may scan every result instead of looking up a few ids.
+            table = self.model._meta.db_table
+            return self.filter(
+                RawSQL(
+                    f'"{table}"."id" = ANY(ARRAY({series}))', params,
+                    output_field=models.BooleanField(),
+                )
+            )
+        newest = newest.filter(
+            model_id=OuterRef("model_id"),
+            strategy_id=OuterRef("strategy_id"),
+            board_id=OuterRef("board_id"),
+        )[:1]
+        return succeeded.filter(id=Subquery(newest))
 
 
 class AlertQuerySet(models.QuerySet):

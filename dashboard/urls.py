@@ -23,6 +23,10 @@ urlpatterns = [
     path("runs/<int:pk>/progress.json", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/results/", views.run_results, name="run-results"),
     path("artifacts/<int:pk>/download", views.artifact_download, name="artifact-download"),
+    path("results/<int:pk>/plan/", views.result_plan, name="result-plan"),
+    path(
+        "results/<int:pk>/artifacts.zip", views.result_artifacts_zip, name="result-artifacts-zip"
+    ),
     path(
         "repos/<slug:repository>/compare/<str:base>...<str:head>/",
         tracking_views.compare_commits_page,

@@ -2,17 +2,45 @@
 
 from __future__ import annotations
 
+import io
+import logging
+import zipfile
 from dataclasses import dataclass, field
 
-from django.http import FileResponse, Http404, JsonResponse
+from django.core.cache import cache
+from django.db.models import Exists, Max, OuterRef, Subquery
+from django.http import FileResponse, Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.safestring import mark_safe
+from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
-from dashboard.api import model_trend
-from dashboard.models import Artifact, Board, Model, Repository, Result, Run
+from dashboard import compare
+from dashboard.models import Alert, Artifact, Board, Commit, Model, Repository, Result, Run
+from dashboard.sparklines import Sparkline, sparkline
+from dashboard.trends import model_trend
+
+log = logging.getLogger(__name__)
 
 RECENT_RUNS = 15
+ZIP_CHUNK = 1 << 16
+#: Open alerts listed on the overview at most; the alerts page has them all.
+OPEN_ALERTS = 20
+OVERVIEW_CACHE_SECONDS = 60
+#: Commits a sparkline on the overview spans.
+SPARK_COMMITS = 30
+#: Commits the trend page's history table lists at most.
+HISTORY_ROWS = 30
+
+
+@dataclass
+class LatestCell:
+    """The newest result of one series, and its planned bytes over the last commits."""
+
+    result: Result
+    sparkline: Sparkline | None = None
 
 
 @dataclass
@@ -21,7 +49,7 @@ class LatestRow:
 
     model: Model
     board: Board
-    results: list[Result | None] = field(default_factory=list)
+    cells: list[LatestCell | None] = field(default_factory=list)
 
 
 @dataclass
@@ -34,6 +62,44 @@ class RepositoryOverview:
 
 @require_GET
 def home(request):
+    """Open alerts first, then every model's newest figures per strategy and board."""
+    # The tables only change when a result, model or repository is added: the rendered
+    # tables are cached under the newest ids. A result rewritten in place (a redelivered
+    # task) shows at the latest after OVERVIEW_CACHE_SECONDS.
+    versions = [
+        Result.objects.aggregate(last=Max("id"))["last"],
+        *Model.objects.aggregate(model=Max("id"), repository=Max("repository_id")).values(),
+    ]
+    key = "peakwatch:overview:" + ":".join(str(v) for v in versions)
+    overviews_html = cache.get(key)
+    if overviews_html is None:
+        overviews_html = render_to_string(
+            "dashboard/_overviews.html",
+            {"overviews": _overviews(), "spark_commits": SPARK_COMMITS},
+            request=request,
+        )
+        cache.set(key, overviews_html, OVERVIEW_CACHE_SECONDS)
+    open_alerts = (
+        Alert.objects.open()
+        .with_related()
+        .select_related("model__repository")
+        .order_by("-commit__committed_at", "-id")
+    )
+    alerts = list(open_alerts[:OPEN_ALERTS])
+    runs = Run.objects.with_commit().newest_first()[:RECENT_RUNS]
+    return render(
+        request,
+        "dashboard/home.html",
+        {
+            "overviews_html": mark_safe(overviews_html),  # rendered by our own template
+            "runs": runs,
+            "alerts": alerts,
+            "more_alerts": len(alerts) == OPEN_ALERTS,
+        },
+    )
+
+
+def _overviews() -> list[RepositoryOverview]:
     latest = Result.objects.latest_per_series().select_related(
         "model", "strategy", "board", "commit", "run"
     )
@@ -44,14 +110,21 @@ def home(request):
     overviews = []
     for repository in Repository.objects.prefetch_related("models"):
         series = by_repository.get(repository.pk, {})
+        lines = _recent_planned_bytes(repository) if series else {}
         strategies = sorted({name for cells in series.values() for name in cells})
         models = {model.pk: model for model in repository.models.all()}
         rows = []
         for (model_id, _), cells in series.items():
             board = next(iter(cells.values())).board
-            rows.append(
-                LatestRow(models[model_id], board, [cells.get(name) for name in strategies])
-            )
+            row = LatestRow(models[model_id], board)
+            for name in strategies:
+                result = cells.get(name)
+                if result is None:
+                    row.cells.append(None)
+                    continue
+                values = lines.get((result.model_id, result.strategy_id, result.board_id))
+                row.cells.append(LatestCell(result, sparkline(values) if values else None))
+            rows.append(row)
         rows.sort(key=lambda row: (row.model.name, row.board.name))
         tested = {row.model.pk for row in rows}
         overviews.append(
@@ -62,8 +135,34 @@ def home(request):
                 [model for model in models.values() if model.pk not in tested],
             )
         )
-    runs = Run.objects.with_commit().newest_first()[:RECENT_RUNS]
-    return render(request, "dashboard/home.html", {"overviews": overviews, "runs": runs})
+    return overviews
+
+
+def _recent_planned_bytes(repository: Repository) -> dict[tuple[int, int, int], list]:
+    """Planned bytes of every series over the repository's last commits on its default
+    branch, oldest first, None where a series has no result; one query."""
+    recent = (
+        Commit.objects.for_repository(repository)
+        .on_branch(repository.default_branch)
+        .order_by("-committed_at", "-id")
+        .values("id")[:SPARK_COMMITS]
+    )
+    rows = (
+        Result.objects.succeeded()
+        .filter(commit_id__in=Subquery(recent))
+        .order_by("commit__committed_at", "commit_id", "id")
+        .values_list("model_id", "strategy_id", "board_id", "commit_id", "planned_bytes")
+    )
+    by_series: dict[tuple[int, int, int], dict[int, int | None]] = {}
+    order: dict[int, int] = {}
+    for model_id, strategy_id, board_id, commit_id, planned in rows:
+        order.setdefault(commit_id, len(order))
+        # In id order: a commit run twice keeps its newest result.
+        by_series.setdefault((model_id, strategy_id, board_id), {})[commit_id] = planned
+    return {
+        key: [values.get(commit_id) for commit_id in order]
+        for key, values in by_series.items()
+    }
 
 
 @require_GET
@@ -72,8 +171,18 @@ def model_trend_page(request, repository: str, model: str):
         Model.objects.select_related("repository"), repository__name=repository, name=model
     )
     board = request.GET.get("board", "")
-    trend = model_trend(model, board=board)
-    boards = Board.objects.filter(results__model=model).distinct().order_by("name")
+    branch = request.GET.get("branch", "")
+    trend = model_trend(model, board=board, branch=branch)
+    boards = Board.objects.filter(
+        Exists(Result.objects.for_model(model).filter(board=OuterRef("pk")))
+    ).order_by("name")
+    branches = (
+        Commit.objects.for_repository(model.repository)
+        .exclude(branch="")
+        .order_by("branch")
+        .values_list("branch", flat=True)
+        .distinct()
+    )
     latest = (
         Result.objects.for_model(model)
         .latest_per_series()
@@ -88,16 +197,24 @@ def model_trend_page(request, repository: str, model: str):
             "repository": model.repository,
             "trend": trend,
             "history": _history_rows(trend),
+            "history_limit": HISTORY_ROWS,
             "boards": boards,
             "board": board,
+            "branches": list(branches),
+            "branch": branch,
             "latest": latest,
-            "api_url": reverse("api:model-trend", args=[model.pk]),
+            "api_url": reverse("api:model-trend", args=[model.pk])
+            + (f"?{request.GET.urlencode()}" if request.GET else ""),
         },
     )
 
 
 def _history_rows(trend: dict) -> dict:
-    """The trend as a table, newest commit first: the chart's data without JavaScript."""
+    """The trend as a table, newest commit first: the chart's data without JavaScript.
+
+    A long history is downsampled and cut to its newest ``HISTORY_ROWS`` commits; the change
+    shown is from the previous point drawn, which keeps every change of planned bytes.
+    """
     series = trend["series"]
     commits: dict[str, dict] = {}
     for index, line in enumerate(series):
@@ -112,7 +229,7 @@ def _history_rows(trend: dict) -> dict:
             row["cells"][index] = {"planned_bytes": point["planned_bytes"], "change": change}
             previous = point["planned_bytes"]
     rows = sorted(commits.values(), key=lambda row: row["point"]["committed_at"], reverse=True)
-    return {"columns": series, "rows": rows}
+    return {"columns": series, "rows": rows[:HISTORY_ROWS], "more": len(rows) > HISTORY_ROWS}
 
 
 @require_GET
@@ -126,18 +243,39 @@ def run_detail(request, pk: int):
 @require_GET
 def run_results(request, pk: int):
     """The results table alone, for the run page to refresh while the run goes on."""
-    run = get_object_or_404(Run, pk=pk)
+    run = get_object_or_404(Run.objects.with_commit(), pk=pk)
     return render(
         request, "dashboard/_run_results.html", {"run": run, "results": _results_of(run)}
     )
 
 
-def _results_of(run: Run):
-    return (
+def _results_of(run: Run) -> list[Result]:
+    """The run's results, each with ``parent`` (the same series at the parent commit) set."""
+    results = list(
         Result.objects.for_run(run)
         .with_related()
         .order_by("model__name", "strategy__name", "board__name")
     )
+    parents = _parent_results(run.commit)
+    for result in results:
+        result.parent = parents.get((result.model_id, result.strategy_id, result.board_id))
+    return results
+
+
+def _parent_results(commit: Commit) -> dict[tuple[int, int, int], Result]:
+    """The newest successful result of every series at ``commit``'s parent; one query."""
+    if not commit.parent_sha:
+        return {}
+    parents: dict[tuple[int, int, int], Result] = {}
+    rows = (
+        Result.objects.succeeded()
+        .filter(commit__repository_id=commit.repository_id, commit__sha=commit.parent_sha)
+        .select_related("commit")
+        .order_by("id")
+    )
+    for result in rows:
+        parents[(result.model_id, result.strategy_id, result.board_id)] = result
+    return parents
 
 
 @require_GET
@@ -171,3 +309,94 @@ def artifact_download(request, pk: int):
     return FileResponse(
         handle, as_attachment=True, filename=artifact.name, content_type=artifact.content_type
     )
+
+
+@require_GET
+def result_plan(request, pk: int):
+    """One result's plan: buffers as rectangles over time and address, the peak instant,
+    the tensors live there, and plan diffs against its neighbours."""
+    result = get_object_or_404(Result.objects.with_related(), pk=pk)
+    plan = compare.load_plan(result)
+    peak = (plan or {}).get("peak") or result.details.get("peak") or {}
+    parents = _parent_results(result.commit)
+    parent = parents.get((result.model_id, result.strategy_id, result.board_id))
+    siblings = (
+        Result.objects.for_run(result.run_id)
+        .succeeded()
+        .filter(model_id=result.model_id, board_id=result.board_id)
+        .exclude(pk=result.pk)
+        .select_related("strategy")
+        .order_by("strategy__name")
+    )
+    tensors = (plan or {}).get("tensors") or []
+    return render(
+        request,
+        "dashboard/result_plan.html",
+        {
+            "result": result,
+            "plan": plan,
+            "timeline": {
+                "tensors": tensors,
+                "peak": peak,
+                "arena_bytes": (plan or {}).get("arena_bytes"),
+            } if plan else None,
+            "placed": sum(1 for t in tensors if t.get("offset") is not None),
+            "peak": peak,
+            "parent": parent,
+            "siblings": siblings,
+        },
+    )
+
+
+class _Chunks(io.RawIOBase):
+    """A write-only stream that hands what was written to a generator, chunk by chunk."""
+
+    def __init__(self):
+        self.chunks: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.chunks.append(bytes(data))
+        return len(data)
+
+    def drain(self) -> bytes:
+        data = b"".join(self.chunks)
+        self.chunks.clear()
+        return data
+
+
+def _zipped(artifacts):
+    stream = _Chunks()
+    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for artifact in artifacts:
+            try:
+                handle = artifact.file.open("rb")
+            except (FileNotFoundError, ValueError):
+                log.warning("artifact %s (%s) has no file; left out of the zip",
+                            artifact.pk, artifact.name)
+                continue
+            with handle, archive.open(artifact.name, "w", force_zip64=True) as entry:
+                while chunk := handle.read(ZIP_CHUNK):
+                    entry.write(chunk)
+                    yield stream.drain()
+    yield stream.drain()
+
+
+@require_GET
+def result_artifacts_zip(request, pk: int):
+    """Every artifact of one result in one zip, compressed as it is sent."""
+    result = get_object_or_404(
+        Result.objects.select_related("model", "strategy", "board", "commit"), pk=pk
+    )
+    artifacts = list(result.artifacts.all())
+    if not artifacts:
+        raise Http404("this result has no artifacts")
+    name = slugify(
+        f"{result.model.name}-{result.strategy.name}-{result.board.name}-"
+        f"{result.commit.short_sha}"
+    )
+    response = StreamingHttpResponse(_zipped(artifacts), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{name}.zip"'
+    return response

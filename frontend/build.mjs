@@ -10,6 +10,7 @@ const options = {
     trend: "src/trend.js",
     run: "src/run.js",
     compare: "src/compare.js",
+    plan: "src/plan.js",
     peakwatch: "src/peakwatch.css",
     favicon: "src/favicon.svg",
   },

@@ -50,3 +50,11 @@ def ms(value: float | None) -> str:
     if value < 1000:
         return f"{value:.1f} ms"
     return f"{value / 1000:.2f} s"
+
+
+@register.filter
+def plain_bytes(value: int | None) -> str:
+    """A human size as plain text, for attributes (``aria-label``, ``title``)."""
+    if value is None or value == "":
+        return MISSING
+    return human_bytes(int(value))

@@ -38,3 +38,11 @@ def percent(value) -> str:
     if value is None or value == "":
         return MISSING
     return format_html('<span class="change {}">{}</span>', _class(value), f"{value:+.1%}")
+
+
+@register.filter
+def subtract(value, other):
+    """``value - other``; empty when either is missing."""
+    if value is None or other is None or value == "" or other == "":
+        return None
+    return value - other

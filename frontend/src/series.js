@@ -68,3 +68,45 @@ export function runUrlAt(chartData, datasetIndex, index) {
   const point = dataset?.points[index] ?? commitAt(chartData, index);
   return point?.run_url ?? null;
 }
+
+export const ALERTS_LABEL = "alerts";
+
+/**
+ * A dataset marking the commits with alerts of ``kind`` ("bytes" or "latency") on a chart
+ * built by ``buildDatasets``: each marker sits at the alert's value, and carries the alert
+ * (with its run_url) so a click opens that run. Alerts of commits the chart does not show
+ * are left out. Null when there is nothing to mark.
+ */
+export function alertDataset(trend, chartData, kind) {
+  const index = new Map(chartData.commits.map((commit, i) => [commit.commit_sha, i]));
+  const data = chartData.commits.map(() => null);
+  const points = chartData.commits.map(() => null);
+  let marked = 0;
+  for (const alert of trend.alerts || []) {
+    const i = index.get(alert.commit_sha);
+    if (alert.kind !== kind || i === undefined) continue;
+    if (data[i] === null || alert.value > data[i]) {
+      if (data[i] === null) marked += 1;
+      data[i] = alert.value;
+      points[i] = alert;
+    }
+  }
+  if (!marked) return null;
+  return { label: ALERTS_LABEL, alerts: true, data, points, marked };
+}
+
+/** Point radius for a line of ``count`` points: dots only while they stay apart. */
+export function pointRadiusFor(count) {
+  if (count > 200) return 0;
+  if (count > 60) return 2;
+  return 4;
+}
+
+/** A line under the charts saying how much of a long history they show; "" when all. */
+export function downsampleNote(trend) {
+  const shortened = trend.series.filter((s) => s.downsampled);
+  if (!shortened.length) return "";
+  const shown = Math.max(...shortened.map((s) => s.points.length));
+  const total = Math.max(...shortened.map((s) => s.commits));
+  return `Showing ${shown} of ${total} commits per line: every change of planned bytes where possible, and the lowest and highest of each stretch. Zoom in for detail.`;
+}

@@ -11,23 +11,36 @@ import {
   PointElement,
   Tooltip,
 } from "chart.js";
+import zoomPlugin from "chartjs-plugin-zoom";
 
 import { formatBytes, formatExactBytes, formatMs } from "./format.js";
 import { palette } from "./palette.js";
-import { buildDatasets, commitAt, runUrlAt } from "./series.js";
+import { alertDataset, buildDatasets, commitAt, downsampleNote, pointRadiusFor, runUrlAt } from "./series.js";
 
-Chart.register(CategoryScale, LinearScale, LineController, LineElement, PointElement, Tooltip, Legend);
+Chart.register(CategoryScale, LinearScale, LineController, LineElement, PointElement, Tooltip, Legend, zoomPlugin);
 
 function styleDatasets(chartData, colours) {
   let next = 0;
+  const radius = pointRadiusFor(chartData.labels.length);
   for (const dataset of chartData.datasets) {
+    if (dataset.alerts) {
+      Object.assign(dataset, {
+        borderColor: colours.alert,
+        backgroundColor: colours.alert,
+        showLine: false,
+        pointStyle: "triangle",
+        pointRadius: 7,
+        pointHoverRadius: 10,
+      });
+      continue;
+    }
     const colour = dataset.lowerBound ? colours.bound : colours.series[next++ % colours.series.length];
     Object.assign(dataset, {
       borderColor: colour,
       backgroundColor: colour,
       borderWidth: dataset.lowerBound ? 1.5 : 2,
       borderDash: dataset.lowerBound ? [6, 4] : [],
-      pointRadius: dataset.lowerBound ? 2 : 4,
+      pointRadius: dataset.lowerBound ? Math.min(2, radius) : radius,
       pointHoverRadius: 7,
       spanGaps: true,
       tension: 0,
@@ -36,8 +49,16 @@ function styleDatasets(chartData, colours) {
   return chartData;
 }
 
+function withAlerts(trend, chartData, kind) {
+  const alerts = alertDataset(trend, chartData, kind);
+  if (alerts) chartData.datasets.push(alerts);
+  return chartData;
+}
+
 function drawChart(canvas, chartData, { formatValue, formatExact, colours }) {
   const openPoint = (event, chart) => {
+    // The end of a drag that zoomed or panned is not a click on a point.
+    if (chart.isZoomingOrPanning?.()) return;
     const [nearest] = chart.getElementsAtEventForMode(event, "nearest", { intersect: false }, true);
     if (!nearest) return;
     const url = runUrlAt(chartData, nearest.datasetIndex, nearest.index);
@@ -69,6 +90,17 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours }) {
       },
       plugins: {
         legend: { labels: { color: colours.text, usePointStyle: true } },
+        zoom: {
+          // Drag a range to zoom into it; shift-drag pans, ctrl-wheel zooms; x only.
+          zoom: {
+            drag: { enabled: true, threshold: 8 },
+            wheel: { enabled: true, modifierKey: "ctrl" },
+            pinch: { enabled: true },
+            mode: "x",
+          },
+          pan: { enabled: true, mode: "x", modifierKey: "shift" },
+          limits: { x: { minRange: 2 } },
+        },
         tooltip: {
           callbacks: {
             title: (items) => {
@@ -81,6 +113,10 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours }) {
             },
             label: (item) => {
               const exact = formatExact ? ` (${formatExact(item.parsed.y)})` : "";
+              if (item.dataset.alerts) {
+                const alert = item.dataset.points[item.dataIndex];
+                return `alert (${alert.state}) ${alert.strategy} @ ${alert.board}: ${formatValue(alert.baseline_value)} → ${formatValue(alert.value)}`;
+              }
               return `${item.dataset.label}: ${formatValue(item.parsed.y)}${exact}`;
             },
             footer: () => "click to open the run",
@@ -92,17 +128,30 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours }) {
 }
 
 export function drawTrend(container, trend) {
-  const colours = palette();
-  const planned = styleDatasets(buildDatasets(trend, "planned_bytes", { lowerBound: true }), colours);
-  const latency = styleDatasets(buildDatasets(trend, "latency_median_ms"), colours);
+  const colours = { ...palette(), alert: getComputedStyle(document.documentElement).getPropertyValue("--bad").trim() || "#b91c1c" };
+  const planned = styleDatasets(
+    withAlerts(trend, buildDatasets(trend, "planned_bytes", { lowerBound: true }), "bytes"),
+    colours,
+  );
+  const measured = styleDatasets(buildDatasets(trend, "measured_peak_bytes"), colours);
+  const latency = styleDatasets(withAlerts(trend, buildDatasets(trend, "latency_median_ms"), "latency"), colours);
   const charts = [
     drawChart(container.querySelector("#chart-planned-bytes"), planned, {
       formatValue: formatBytes,
       formatExact: formatExactBytes,
       colours,
     }),
+    drawChart(container.querySelector("#chart-measured-peak"), measured, {
+      formatValue: formatBytes,
+      formatExact: formatExactBytes,
+      colours,
+    }),
     drawChart(container.querySelector("#chart-latency"), latency, { formatValue: formatMs, colours }),
   ];
+  const note = document.querySelector("[data-downsample-note]");
+  if (note) note.textContent = downsampleNote(trend);
+  const reset = document.querySelector("[data-reset-zoom]");
+  if (reset) reset.addEventListener("click", () => charts.forEach((chart) => chart.resetZoom()));
   // For tests and for poking at the charts from the console.
   window.peakwatchCharts = charts;
   container.dataset.ready = "true";

@@ -94,3 +94,34 @@ test("it draws nothing for a model without results", () => {
   assert.deepEqual(chart.labels, []);
   assert.deepEqual(chart.datasets[0].data, []);
 });
+
+test("it marks alerts of one kind at their commits, with their value and run", async () => {
+  const { alertDataset, ALERTS_LABEL } = await import("../src/series.js");
+  const withAlerts = {
+    ...trend,
+    alerts: [
+      { commit_sha: point(2, 0).commit_sha, kind: "bytes", value: 1700, run_url: "/runs/12/" },
+      { commit_sha: point(1, 0).commit_sha, kind: "latency", value: 9, run_url: "/runs/11/" },
+      { commit_sha: "f".repeat(40), kind: "bytes", value: 5, run_url: "/runs/99/" },
+    ],
+  };
+  const chartData = buildDatasets(withAlerts, "planned_bytes");
+
+  const dataset = alertDataset(withAlerts, chartData, "bytes");
+
+  assert.equal(dataset.label, ALERTS_LABEL);
+  assert.deepEqual(dataset.data, [null, null, 1700]);
+  assert.equal(dataset.marked, 1);
+  chartData.datasets.push(dataset);
+  assert.equal(runUrlAt(chartData, chartData.datasets.length - 1, 2), "/runs/12/");
+  assert.equal(alertDataset({ ...trend, alerts: [] }, chartData, "bytes"), null);
+});
+
+test("it shrinks points as lines get long, and says when a history was shortened", async () => {
+  const { downsampleNote, pointRadiusFor } = await import("../src/series.js");
+
+  assert.deepEqual([pointRadiusFor(10), pointRadiusFor(100), pointRadiusFor(500)], [4, 2, 0]);
+  assert.equal(downsampleNote(trend), "");
+  const long = { series: [{ downsampled: true, commits: 10000, points: new Array(480) }] };
+  assert.match(downsampleNote(long), /^Showing 480 of 10000 commits per line/);
+});

@@ -33,11 +33,12 @@ def trend_page(page, live_server, recorded_history):
 
 
 def test_it_draws_one_line_per_strategy_and_the_lower_bound(trend_page, screenshot_dir):
-    planned, latency = trend_page.evaluate(DATASETS)
+    planned, measured, latency = trend_page.evaluate(DATASETS)
 
-    assert [d["label"] for d in planned] == [*STRATEGIES, "lower bound"]
+    assert [d["label"] for d in planned] == [*STRATEGIES, "lower bound", "alerts"]
     assert all(d["points"] == 4 and d["drawn"] == 4 for d in planned)
-    assert [d["dashed"] for d in planned] == [False, False, False, True]
+    assert [d["dashed"] for d in planned] == [False, False, False, True, False]
+    assert [d["label"] for d in measured] == STRATEGIES
     assert [d["label"] for d in latency] == STRATEGIES
     assert all(d["points"] == 4 for d in latency)
     # The bundle and stylesheet came from the server, and nothing failed on the way.
@@ -87,3 +88,42 @@ def test_it_follows_the_system_dark_mode(browser, bundle, live_server, recorded_
         page.screenshot(path=str(screenshot_dir / "trend-page-dark.png"), full_page=True)
     finally:
         context.close()
+
+
+def test_it_marks_the_commits_with_alerts(trend_page):
+    # Every recorded commit after the first grew every series: three alerted commits.
+    marked = trend_page.evaluate(
+        "() => { const chart = window.peakwatchCharts[0];"
+        " const d = chart.data.datasets.find((d) => d.alerts);"
+        " return { values: d.data.filter((v) => v !== null).length, style: d.pointStyle }; }"
+    )
+
+    assert marked == {"values": 3, "style": "triangle"}
+
+
+def test_it_zooms_into_a_dragged_range_and_resets(trend_page):
+    box = trend_page.evaluate(
+        "() => { const c = window.peakwatchCharts[0]; const r = c.canvas.getBoundingClientRect();"
+        " return { left: r.left + c.chartArea.left, right: r.left + c.chartArea.right,"
+        " y: r.top + (c.chartArea.top + c.chartArea.bottom) / 2 }; }"
+    )
+    width = box["right"] - box["left"]
+
+    trend_page.mouse.move(box["left"] + width * 0.05, box["y"])
+    trend_page.mouse.down()
+    trend_page.mouse.move(box["left"] + width * 0.6, box["y"], steps=8)
+    trend_page.mouse.up()
+
+    zoomed = trend_page.evaluate("() => window.peakwatchCharts[0].isZoomedOrPanned()")
+    assert zoomed is True
+    assert trend_page.url.endswith("/repos/demo/models/small-cnn/")  # no run opened
+    trend_page.click("[data-reset-zoom]")
+    assert trend_page.evaluate("() => window.peakwatchCharts[0].isZoomedOrPanned()") is False
+
+
+def test_it_keeps_filters_in_the_address(page, live_server, recorded_history):
+    page.goto(f"{live_server.url}/repos/demo/models/small-cnn/?branch=main&board=cpu")
+    page.wait_for_selector("[data-trend-charts][data-ready='true']", timeout=10_000)
+
+    assert page.eval_on_selector("select[name=branch]", "s => s.value") == "main"
+    assert page.problems == []

@@ -144,6 +144,7 @@ def test_it_serves_a_models_trend_one_series_per_strategy(client, small_cnn, rec
     assert set(first) == {
         "commit_sha", "short_sha", "title", "author", "committed_at", "planned_bytes",
         "intermediate_bytes", "lower_bound_bytes", "latency_median_ms", "run_id", "run_url",
+        "measured_peak_bytes", "position", "changed",
     }
     assert first["commit_sha"] == recorded_history[0].commit.sha
     assert first["short_sha"] == recorded_history[0].commit.short_sha
@@ -182,8 +183,9 @@ def test_it_leaves_failed_results_out_of_the_trend(client, small_cnn, recorded_h
 def test_it_serves_the_trend_in_a_bounded_number_of_queries(
     client, small_cnn, django_assert_max_num_queries
 ):
-    # The model, then every result with its commit, strategy and board in one query.
-    with django_assert_max_num_queries(2):
+    # The model, its alerts, the version of its results, then (uncached) the downsampled
+    # points, their commits, and the strategy and board names.
+    with django_assert_max_num_queries(7):
         response = client.get(f"/api/models/{small_cnn.pk}/trend/")
     assert response.status_code == 200
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dashboard import actions
-from dashboard.demo import git
+from dashboard.demo import DEMO_COMMITS, git
 from dashboard.models import Commit, PullRequest, Run, WebhookDelivery
 from dashboard.webhooks import github
 from tests.regression.conftest import SECRET, deliver, pull_request_payload, push_payload
@@ -116,7 +116,8 @@ def test_a_redelivery_creates_nothing_new(
     assert again.status_code == 200
     assert again.json()["outcome"] == Outcome.DUPLICATE
     assert not callbacks
-    assert (Commit.objects.count(), Run.objects.count()) == (commits, runs) == (5, 1)
+    counts = (Commit.objects.count(), Run.objects.count())
+    assert counts == (commits, runs) == (len(DEMO_COMMITS), 1)
     assert len(queued) == 1
 
 
@@ -141,7 +142,7 @@ def test_a_push_records_its_commits_and_runs_the_head_on_its_branch(
     assert commit.branch == "main"
     assert commit.title == "Go back to 32x32 inputs for the small CNN"
     # Its history is recorded too, so detection finds a baseline through parent_sha.
-    assert Commit.objects.filter(repository=tracked).count() == 5
+    assert Commit.objects.filter(repository=tracked).count() == len(DEMO_COMMITS)
     assert commit.parent() is not None
     run = Run.objects.get()
     assert (run.commit, run.trigger) == (commit, "push")

@@ -1,0 +1,397 @@
+"""The dashboard people open: overview with alerts and sparklines, trend filters and
+downsampling, run deltas, the plan view, artifact zips, and bounded queries per page."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from dashboard import actions, trends
+from dashboard.models import Alert, Model, Result, Run
+from dashboard.sparklines import sparkline
+from dashboard.trends import downsample, model_trend
+from tests.conftest import fake_report
+
+PLAN = {
+    "arena_bytes": 1000,
+    "peak": {
+        "time": 2,
+        "bytes": 800,
+        "tensors": [
+            {"id": "conv_out", "size": 500, "producer": "fused_conv2d", "offset": 0},
+            {"id": "relu_out", "size": 300, "producer": "relu", "offset": 500},
+        ],
+        "more": 0,
+    },
+    "tensors": [
+        {"id": "conv_out", "shape": [1, 8], "dtype": "float32", "size": 500, "lower": 0,
+         "upper": 4, "offset": 0, "producer": "fused_conv2d"},
+        {"id": "relu_out", "shape": [1, 8], "dtype": "float32", "size": 300, "lower": 2,
+         "upper": 3, "offset": 500, "producer": "relu"},
+        {"id": "add_out", "shape": [1, 8], "dtype": "float32", "size": 1000, "lower": 4,
+         "upper": 5, "offset": 0, "producer": "add"},
+    ],
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def small_cnn(recorded_history):
+    return Model.objects.get(repository__name="demo", name="small-cnn")
+
+
+def attach(result: Result, tmp_path, name: str, content: bytes):
+    path = tmp_path / f"{result.pk}-{name}"
+    path.write_bytes(content)
+    return actions.attach_artifact(result, name, path)
+
+
+def result_of(run: Run, model="small-cnn", strategy="none") -> Result:
+    return Result.objects.get(run=run, model__name=model, strategy__name=strategy)
+
+
+def add_commits(recorded_history, count: int, *, start_index: int = 4) -> list[Run]:
+    """More history after the recorded one: the same two models and three strategies."""
+    repository = recorded_history[0].repository
+    parent = recorded_history[-1].commit.sha
+    start = recorded_history[-1].commit.committed_at
+    runs = []
+    for i in range(start_index, start_index + count):
+        commit = actions.record_commit(
+            repository, sha=f"{i:04d}" + "b" * 36, parent_sha=parent, branch="main",
+            author="Bo Bytes", message=f"Later commit {i}",
+            committed_at=start + timedelta(hours=i),
+        )
+        parent = commit.sha
+        run = Run.objects.create(repository=repository, commit=commit, trigger="test")
+        actions.begin_run(
+            run, models=[("small-cnn", "zoo:small_cnn"), ("residual-cnn", "zoo:residual_cnn")],
+            strategies=["tvm-stock", "none", "greedy-by-size"], boards=["cpu"], total=6,
+        )
+        for model in ("small-cnn", "residual-cnn"):
+            for strategy in ("tvm-stock", "none", "greedy-by-size"):
+                actions.record_result(
+                    run, model=model, strategy=strategy, board="cpu",
+                    report=fake_report(100_000 + 4096 * i, 1.0, measured_peak_bytes=120_000),
+                )
+        actions.finish_run(run)
+        runs.append(run)
+    return runs
+
+
+# --- overview --------------------------------------------------------------------------------
+
+
+def test_it_lists_open_alerts_before_the_models(client, recorded_history):
+    # The recorded history grows every series at every commit: detection raised alerts.
+    assert Alert.objects.open().exists()
+
+    html = client.get(reverse("home")).content.decode()
+
+    assert "data-open-alerts" in html
+    assert html.index("data-open-alerts") < html.index('<table class="latest">')
+
+
+def test_it_leaves_triaged_alerts_off_the_overview(client, recorded_history):
+    Alert.objects.update(state=Alert.State.FIXED)
+
+    assert "data-open-alerts" not in client.get(reverse("home")).content.decode()
+
+
+def test_it_shows_measured_peak_and_a_sparkline_per_series(client, recorded_history):
+    run = recorded_history[-1]
+    Result.objects.filter(run=run, model__name="small-cnn", strategy__name="none").update(
+        measured_peak_bytes=123_456
+    )
+
+    html = client.get(reverse("home")).content.decode()
+
+    assert 'measured <span class="bytes" title="123,456 bytes">' in html
+    # Two models x three strategies, each over the four recorded commits.
+    assert html.count('data-points="4"') == 6
+
+
+def test_it_draws_a_sparkline_scaled_to_its_own_range():
+    line = sparkline([100, None, 200, 150], width=100, height=20, pad=0)
+
+    assert line.points == "0.0,20.0 66.7,0.0 100.0,10.0"
+    assert (line.low, line.high, line.count) == (100, 200, 3)
+    assert sparkline([None, None]) is None
+    assert sparkline([5, 5]).flat
+
+
+# --- latest per series --------------------------------------------------------------------
+
+
+def test_latest_per_series_picks_the_newest_commit_not_the_newest_row(recorded_history):
+    # Given the oldest commit run again after all others: a newer row of an older commit
+    rerun = Run.objects.create(
+        repository=recorded_history[0].repository, commit=recorded_history[0].commit
+    )
+    actions.record_result(
+        rerun, model="small-cnn", strategy="none", board="cpu", report=fake_report(1, 1.0)
+    )
+    # And a failed result at the newest commit, which never counts
+    actions.record_result(
+        recorded_history[-1], model="small-cnn", strategy="hill-climb", board="cpu",
+        report={"error": "gave up"},
+    )
+
+    latest = Result.objects.latest_per_series()
+
+    assert latest.count() == 2 * 3
+    assert {r.commit_id for r in latest} == {recorded_history[-1].commit_id}
+    newest_of_model = Result.objects.for_model(
+        Model.objects.get(name="small-cnn")
+    ).latest_per_series()
+    assert newest_of_model.count() == 3
+
+
+def test_latest_per_series_prefers_the_newest_run_of_the_same_commit(recorded_history):
+    newest = recorded_history[-1]
+    rerun = Run.objects.create(repository=newest.repository, commit=newest.commit)
+    again = actions.record_result(
+        rerun, model="small-cnn", strategy="none", board="cpu", report=fake_report(7, 1.0)
+    )
+
+    latest = Result.objects.on_branch("main").latest_per_series()
+
+    assert again in latest
+    assert result_of(newest) not in latest
+
+
+# --- trend ---------------------------------------------------------------------------------
+
+
+def test_it_keeps_a_short_series_whole():
+    points = [{"position": i, "planned_bytes": i} for i in range(1, 11)]
+
+    assert downsample(points, limit=10) is points
+
+
+def test_it_downsamples_a_long_series_keeping_steps_and_spikes():
+    points = [{"position": i, "planned_bytes": 1000} for i in range(1, 10_001)]
+    points[4321]["planned_bytes"] = 99_999  # a one-commit spike
+    points[7000]["planned_bytes"] = 1  # a one-commit dip
+
+    kept = downsample(points, limit=500)
+
+    assert len(kept) <= 500
+    assert kept[0] is points[0] and kept[-1] is points[-1]
+    assert points[4321] in kept and points[7000] in kept
+    assert [p["position"] for p in kept] == sorted(p["position"] for p in kept)
+
+
+def test_the_trend_keeps_every_change_and_at_most_max_points(
+    small_cnn, recorded_history, monkeypatch
+):
+    # Given far more commits than a chart draws, planned bytes changing at each
+    later = add_commits(recorded_history, 40)
+    monkeypatch.setattr(trends, "MAX_POINTS", 10)
+
+    trend = model_trend(small_cnn)
+
+    none = next(s for s in trend["series"] if s["strategy"] == "none")
+    assert none["commits"] == 44
+    assert none["downsampled"] is True
+    assert len(none["points"]) <= 10
+    assert none["points"][-1]["commit_sha"] == later[-1].commit.sha
+
+
+def test_the_trend_keeps_points_where_bytes_changed_in_a_flat_history(
+    small_cnn, recorded_history, monkeypatch
+):
+    runs = add_commits(recorded_history, 30)
+    # Flatten the later history, then make one commit in the middle a step.
+    Result.objects.filter(run__in=runs).update(planned_bytes=100_000)
+    step = runs[17]
+    Result.objects.filter(run__in=runs[17:]).update(planned_bytes=110_000)
+    monkeypatch.setattr(trends, "MAX_POINTS", 10)
+
+    trend = model_trend(small_cnn)
+
+    none = next(s for s in trend["series"] if s["strategy"] == "none")
+    assert step.commit.sha in [p["commit_sha"] for p in none["points"]]
+    assert next(p for p in none["points"] if p["commit_sha"] == step.commit.sha)["changed"]
+
+
+def test_the_trend_lists_alerts_and_keeps_their_commits(client, small_cnn, recorded_history):
+    body = client.get(f"/api/models/{small_cnn.pk}/trend/").json()
+
+    alerted = {a["commit_sha"] for a in body["alerts"]}
+    assert alerted == {run.commit.sha for run in recorded_history[1:]}
+    assert {a["kind"] for a in body["alerts"]} == {"bytes"}
+    assert all(a["run_url"].startswith("/runs/") for a in body["alerts"])
+
+
+def test_the_trend_filters_by_branch_in_a_shareable_url(client, small_cnn, recorded_history):
+    # Given one more commit on a feature branch
+    repository = recorded_history[0].repository
+    commit = actions.record_commit(
+        repository, sha="f" * 40, parent_sha=recorded_history[-1].commit.sha,
+        branch="feature", author="Cy", message="Feature work",
+        committed_at=datetime(2026, 12, 1, tzinfo=UTC),
+    )
+    run = Run.objects.create(repository=repository, commit=commit)
+    actions.record_result(
+        run, model="small-cnn", strategy="none", board="cpu", report=fake_report(5, 1.0)
+    )
+
+    feature = client.get(small_cnn.get_absolute_url(), {"branch": "feature"})
+    main = client.get(small_cnn.get_absolute_url(), {"branch": "main"})
+
+    assert [len(s["points"]) for s in feature.context["trend"]["series"]] == [1]
+    assert all(len(s["points"]) == 4 for s in main.context["trend"]["series"])
+    html = feature.content.decode()
+    assert '<option value="feature" selected>' in html
+    assert "/trend/?branch=feature" in html
+
+
+def test_the_trend_cache_follows_new_results(client, small_cnn, recorded_history):
+    first = model_trend(small_cnn)
+    add_commits(recorded_history, 1)
+
+    second = model_trend(small_cnn)
+
+    assert len(second["series"][0]["points"]) == len(first["series"][0]["points"]) + 1
+
+
+# --- run page ------------------------------------------------------------------------------
+
+
+def test_it_shows_each_results_change_against_the_parent_commit(client, recorded_history):
+    html = client.get(recorded_history[-1].get_absolute_url()).content.decode()
+
+    # Every series grew by 4096 bytes since the parent commit.
+    assert html.count('data-delta="planned"><span class="change worse" title="+4,096 bytes">') == 6
+    first = client.get(recorded_history[0].get_absolute_url()).content.decode()
+    assert 'data-delta="planned"><span class="muted">' in first
+
+
+def test_it_lists_artifact_sizes_and_a_zip_of_them(client, recorded_history, tmp_path):
+    result = result_of(recorded_history[-1])
+    attach(result, tmp_path, "plan.json", json.dumps(PLAN).encode())
+    attach(result, tmp_path, "model.so", b"\x7fELF" + b"\0" * 4000)
+
+    html = client.get(recorded_history[-1].get_absolute_url()).content.decode()
+
+    assert 'data-artifact-size="4004">3.9 KiB</span>' in html
+    assert f'href="{reverse("result-artifacts-zip", args=[result.pk])}"' in html
+    assert f'href="{reverse("result-plan", args=[result.pk])}"' in html
+
+
+def test_it_streams_every_artifact_in_one_zip(client, recorded_history, tmp_path):
+    result = result_of(recorded_history[-1])
+    plan = json.dumps(PLAN).encode()
+    library = bytes(range(256)) * 300
+    attach(result, tmp_path, "plan.json", plan)
+    attach(result, tmp_path, "model.so", library)
+
+    response = client.get(reverse("result-artifacts-zip", args=[result.pk]))
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/zip"
+    assert response["Content-Disposition"].startswith('attachment; filename="small-cnn-none-cpu-')
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    assert sorted(archive.namelist()) == ["model.so", "plan.json"]
+    assert archive.read("plan.json") == plan
+    assert archive.read("model.so") == library
+
+
+def test_it_answers_404_for_a_zip_of_no_artifacts(client, recorded_history):
+    result = result_of(recorded_history[-1])
+
+    assert client.get(reverse("result-artifacts-zip", args=[result.pk])).status_code == 404
+
+
+# --- plan view -----------------------------------------------------------------------------
+
+
+def test_the_plan_view_lists_the_peak_tensors_and_links_the_parent_diff(
+    client, recorded_history, tmp_path
+):
+    parent = result_of(recorded_history[-2])
+    result = result_of(recorded_history[-1])
+    attach(result, tmp_path, "plan.json", json.dumps(PLAN).encode())
+
+    response = client.get(reverse("result-plan", args=[result.pk]))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'data-peak-tensor="conv_out"' in html and 'data-peak-tensor="relu_out"' in html
+    assert "<code>fused_conv2d</code>" in html
+    assert f'href="{reverse("plan-diff", args=[parent.pk, result.pk])}" data-parent-diff' in html
+    assert '<script id="timeline-data" type="application/json">' in html
+    assert "peakwatch/plan.js" in html
+
+
+def test_the_plan_view_says_when_there_is_no_plan(client, recorded_history):
+    result = result_of(recorded_history[0])
+
+    response = client.get(reverse("result-plan", args=[result.pk]))
+
+    assert response.status_code == 200
+    assert "has no <code>plan.json</code> artifact" in response.content.decode()
+
+
+# --- bounded queries -----------------------------------------------------------------------
+
+
+def queries(client, url) -> int:
+    cache.clear()
+    with CaptureQueriesContext(connection) as context:
+        response = client.get(url)
+    assert response.status_code == 200, url
+    if hasattr(response, "streaming_content"):
+        b"".join(response.streaming_content)
+    return len(context.captured_queries)
+
+
+def page_urls(recorded_history, small_cnn, plan_result):
+    return {
+        "home": reverse("home"),
+        "trend": small_cnn.get_absolute_url(),
+        "trend api": f"/api/models/{small_cnn.pk}/trend/",
+        "run": recorded_history[-1].get_absolute_url(),
+        "run results": reverse("run-results", args=[recorded_history[-1].pk]),
+        "plan": reverse("result-plan", args=[plan_result.pk]),
+    }
+
+
+LIMITS = {"home": 9, "trend": 12, "trend api": 7, "run": 6, "run results": 6, "plan": 7}
+
+
+def test_every_page_needs_the_same_few_queries_however_long_the_history(
+    client, recorded_history, small_cnn, tmp_path, django_assert_max_num_queries
+):
+    result = result_of(recorded_history[-1])
+    for r in Result.objects.filter(run=recorded_history[-1]):
+        attach(r, tmp_path, "plan.json", json.dumps(PLAN).encode())
+    urls = page_urls(recorded_history, small_cnn, result)
+    before = {name: queries(client, url) for name, url in urls.items()}
+    for name, url in urls.items():
+        cache.clear()
+        with django_assert_max_num_queries(LIMITS[name]):
+            client.get(url)
+
+    # When the history grows (more commits, results, alerts, artifacts)
+    add_commits(recorded_history, 6)
+    for r in Result.objects.filter(run=recorded_history[-1]):
+        attach(r, tmp_path, "problem.csv", b"id,lower,upper,size\n")
+
+    after = {name: queries(client, url) for name, url in urls.items()}
+    assert after == before
