@@ -32,7 +32,7 @@ from planner.relax.kernel_temps import (
     lift_kernel_temporaries,
     refine_lifetimes,
 )
-from planner.relax.rewrites import find_rewrites
+from planner.relax.rewrites import find_rewrites, inline_pool_padding
 from planner.timeline import render_svg
 from planner.zoo import ModelSource, build_network
 
@@ -180,16 +180,16 @@ def compile_model(
         module[entry] = module[entry].with_attr("tir_var_upper_bound", bounds)
     lowered = lowering.lower_to_allocations(module, tgt)
     plain = extract(lowered, network.entry, bounds)
-    if lift_temporaries:
-        lifted_mod, temporaries = lift_kernel_temporaries(lowered, network.entry)
-        by_binding = extract(lifted_mod, network.entry, bounds)
-        lifted = refine_lifetimes(by_binding, temporaries)
-    else:
-        # Nothing looks inside the kernels (GPU-scheduled ones would not parse as plain
-        # loop nests), so nothing is known about their temporaries either.
-        lifted_mod, temporaries, lifted = lowered, KernelTemporaries([], []), plain
-        by_binding = plain
-    problem = lifted.problem(name=name)
+    # What TVM's workspace pool will hold for the stock build; GPU kernels are scheduled
+    # differently and are not looked into.
+    temporaries = KernelTemporaries([], [])
+    if tgt.kind.name in ("llvm", "c"):
+        temporaries = lift_kernel_temporaries(lowered, network.entry)[1]
+    variants = {"plain": _prepare(lowered, network.entry, bounds, lift_temporaries)}
+    if any(s.endswith(REWRITES) for s in strategies):
+        inlined, _ = inline_pool_padding(lowered)
+        variants["rewrites"] = _prepare(inlined, network.entry, bounds, lift_temporaries)
+    problem = variants["plain"].planned.problem(name=name)
     bound = _align(lower_bound(problem)) if problem.buffers else 0
     output_bytes = sum(t.size for t in plain.escaping)
     lowering_seconds = time.perf_counter() - started
@@ -197,7 +197,10 @@ def compile_model(
     builds: dict[str, _Build] = {}
     for strategy in dict.fromkeys([STOCK, *strategies]):
         stock = strategy == STOCK
-        extraction = plain if stock else lifted
+        if stock:
+            variant = _Variant(lowered, plain, plain)
+        else:
+            variant = variants["rewrites" if strategy.endswith(REWRITES) else "plain"]
         report = StrategyReport(
             model=name,
             strategy=strategy,
@@ -213,13 +216,13 @@ def compile_model(
         t0 = time.perf_counter()
         try:
             builds[strategy] = _plan_and_build(
-                lowered if stock else lifted_mod, extraction, strategy, report, tgt, seed,
-                by_binding=plain if stock else by_binding,
+                variant.module, variant.planned, strategy, report, tgt, seed,
+                by_binding=variant.by_binding,
             )
         except Exception as exc:  # one broken strategy must not hide the others
             log.exception("strategy %s failed on %s", strategy, name)
             report.error = f"{type(exc).__name__}: {exc}"
-            builds[strategy] = _Build(report, lowered, {}, extraction)
+            builds[strategy] = _Build(report, lowered, {}, variant.planned)
         report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
 
     if check_locally:
@@ -234,6 +237,26 @@ def compile_model(
         if memory_configs and check_locally:
             _measure_memory(builds, network, memory_configs)
     return [builds[s].report for s in strategies]
+
+
+@dataclass
+class _Variant:
+    """A lowered module as our strategies plan it: with or without lifted temporaries."""
+
+    module: tvm.IRModule
+    #: Tensors timed for planning (blocks inside kernels counted when lifted).
+    planned: Extraction
+    #: The same tensors timed by whole bindings, which is what the rewrites reason about.
+    by_binding: Extraction
+
+
+def _prepare(lowered: tvm.IRModule, entry: str, bounds: dict, lift: bool) -> _Variant:
+    if not lift:
+        extraction = extract(lowered, entry, bounds)
+        return _Variant(lowered, extraction, extraction)
+    module, temporaries = lift_kernel_temporaries(lowered, entry)
+    by_binding = extract(module, entry, bounds)
+    return _Variant(module, refine_lifetimes(by_binding, temporaries), by_binding)
 
 
 def _plan_and_build(

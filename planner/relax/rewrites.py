@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import tvm
 import tvm_ffi
-from tvm import relax
+from tvm import relax, s_tir
 from tvm.s_tir.stmt import SBlock
 
 from planner.problem import Buffer, Problem
@@ -160,6 +160,75 @@ def _concat_layout(kernel: tvm.tirx.PrimFunc) -> list[int] | None:
     return offsets
 
 
+def inline_pool_padding(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
+    """Compute the padding of pooling kernels inside the pooling loop instead of a buffer.
+
+    A legalised max/avg pool first copies its whole input into a padded temporary, which
+    for a ResNet stem is larger than the pooled tensor itself and sits at the model's peak.
+    Reading the input with a bounds check instead costs a compare per window element in a
+    kernel that is cheap to begin with; convolutions keep their padded buffer (their inner
+    loop is where the time goes).
+    """
+    functions = dict(mod.functions)
+    builder = relax.BlockBuilder()
+    renamed: dict[relax.GlobalVar, relax.GlobalVar] = {}
+    for gvar, func in mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc) or "pool" not in gvar.name_hint:
+            continue
+        blocks = kernel_blocks(func) or []
+        if not any(b.name_hint == "pad_temp" for b in blocks):
+            continue
+        schedule = s_tir.Schedule(func)
+        try:
+            schedule.compute_inline(schedule.get_sblock("pad_temp"))
+        except s_tir.ScheduleError:
+            continue
+        del functions[gvar]
+        renamed[gvar] = builder.add_func(schedule.mod["main"], gvar.name_hint)
+    if not renamed:
+        return mod, []
+    for gvar in renamed.values():
+        functions[gvar] = builder.get()[gvar]
+    for gvar, func in list(functions.items()):
+        if isinstance(func, relax.Function):
+            functions[gvar] = _retarget_calls(func, renamed)
+    return tvm.IRModule(functions, attrs=mod.attrs), [g.name_hint for g in renamed]
+
+
+def _retarget_calls(func: relax.Function, renamed) -> relax.Function:
+    body = func.body
+    if not isinstance(body, relax.SeqExpr):
+        return func
+    blocks = []
+    for block in body.blocks:
+        bindings = []
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call) and value.op in renamed:
+                value = relax.Call(renamed[value.op], value.args, value.attrs, value.ty_args)
+                binding = relax.VarBinding(binding.var, value)
+            bindings.append(binding)
+        blocks.append(relax.BindingBlock(bindings))
+    return relax.Function(
+        func.params, relax.SeqExpr(blocks, body.body), func.ret_ty, func.is_pure, func.attrs,
+        func.span,
+    )
+
+
+def _first(blocks: list[SBlock], buffer, *, writes: bool) -> int:
+    for index, block in enumerate(blocks):
+        if _regions(block.writes if writes else [*block.reads, *block.writes], buffer):
+            return index
+    return len(blocks)
+
+
+def _last(blocks: list[SBlock], buffer) -> int:
+    for index in range(len(blocks) - 1, -1, -1):
+        if _regions([*blocks[index].reads, *blocks[index].writes], buffer):
+            return index
+    return -1
+
+
 def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
     func = mod[extraction.function]
     bindings = bindings_of(func)
@@ -210,11 +279,20 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
         # In-place: a tensor born for this call over an input that dies here; each input's
         # memory can be taken over once.
         overwritten: set[str] = set()
-        for j, target in enumerate(args):
+        # Follow the kernel's own order: each buffer it writes, in the order it writes
+        # them, takes over the buffer that died most recently. That turns a chain such as
+        # conv -> multiply -> add -> relu into one buffer instead of two.
+        blocks = kernel_blocks(kernel) or []
+        first_write = {j: _first(blocks, kernel.params[j], writes=True)
+                       for j in range(len(args))}
+        last_access = {i: _last(blocks, kernel.params[i]) for i in range(len(args))}
+        for j in sorted(range(len(args)), key=lambda j: first_write[j]):
+            target = args[j]
             target_tensor = tensors.get(target) if target else None
             if target_tensor is None or first_use.get(target) != index:
                 continue
-            for i, source in enumerate(args):
+            for i in sorted(range(len(args)), key=lambda i: -last_access[i]):
+                source = args[i]
                 source_tensor = tensors.get(source) if source else None
                 if (source_tensor is None or i == j or source in overwritten
                         or source_tensor.upper - 1 != index

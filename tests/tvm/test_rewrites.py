@@ -7,7 +7,7 @@ from planner.problem import lower_bound
 from planner.relax import lowering
 from planner.relax.extract import extract
 from planner.relax.kernel_temps import lift_kernel_temporaries
-from planner.relax.rewrites import find_rewrites, inplace_safe
+from planner.relax.rewrites import find_rewrites, inline_pool_padding, inplace_safe
 from planner.zoo import ModelSource, build_network
 
 pytestmark = pytest.mark.slow
@@ -75,3 +75,30 @@ def test_rewritten_plans_compute_the_same_outputs_with_less_memory():
     assert rewritten.rewrites["dropped_calls"] > 0
     assert rewritten.intermediate_bytes < plain.lower_bound_bytes
     assert rewritten.measured_peak_bytes < plain.measured_peak_bytes < stock.measured_peak_bytes
+
+
+def test_pooling_reads_its_input_directly_instead_of_a_padded_copy():
+    network = build_network(ModelSource("zoo:resnet18", {"resolution": 32, "width": 0.25}))
+    lowered = lowering.lower_to_allocations(network.mod, lowering.make_target("llvm"))
+
+    inlined, kernels = inline_pool_padding(lowered)
+
+    assert kernels == ["max_pool2d"]
+    _, before = lift_kernel_temporaries(lowered, network.entry)
+    _, after = lift_kernel_temporaries(inlined, network.entry)
+    names = [{(t.kernel, t.name) for t in temps.lifted} for temps in (before, after)]
+    assert names[0] - names[1] == {("max_pool2d", "pad_temp")}
+    assert after.lifted  # the convolutions keep theirs
+
+
+def test_a_chain_of_elementwise_results_shares_one_buffer(densenet):
+    network, mod = densenet
+    extraction = extract(mod, network.entry)
+
+    rewrites = find_rewrites(mod, extraction)
+
+    stem = "fused_conv2d_multiply_add_relu"
+    chain = [f"{stem}.conv2d_nchw_intermediate", f"{stem}.T_multiply_intermediate",
+             f"{stem}.T_add_intermediate"]
+    roots = {rewrites.find(name) for name in chain}
+    assert len(roots) == 1
