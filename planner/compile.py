@@ -141,7 +141,7 @@ def compile_model(
     artifacts_dir: str | Path | None = None,
     seed: int = 0,
     memory_configs: Sequence[str] = memory.MEMORY_CONFIGS,
-    lift_temporaries: bool = True,
+    lift_temporaries: bool | None = None,
     base_dir: str | Path | None = None,
     check_locally: bool = True,
     export_compiler=None,
@@ -152,10 +152,13 @@ def compile_model(
     whose outputs differ is reported with ``outputs_match=False`` and an error, never as a
     plain number. One failing strategy does not stop the others.
 
-    With ``lift_temporaries`` our strategies also plan the kernels' own temporaries (see
-    :mod:`planner.relax.kernel_temps`); ``tvm-stock`` always leaves them to TVM's workspace
-    pool, as TVM does, and ``kernel_workspace_bytes`` estimates that pool statically; the
-    measured peak is what compares the two fairly.
+    ``+rewrites`` strategies also plan the kernels' own temporaries (see
+    :mod:`planner.relax.kernel_temps`), fold elementwise chains in place and inline pooling
+    padding; the others plan what TVM's planner plans and leave kernel temporaries to
+    TVM's workspace pool, whose size ``kernel_workspace_bytes`` gives (measured when
+    measured). ``lift_temporaries`` forces lifting on (True) or off (False) for all of our
+    strategies. Lifting alone, without in-place chains, holds more than TVM's pool, which
+    reuses buffers inside each kernel: measured +7.7% on ResNet-18 at 224x224.
 
     For targets this host cannot run (a cross-compiled remote board), ``check_locally=False``
     skips running, checking and timing here; the board does that. ``export_compiler`` is
@@ -185,10 +188,12 @@ def compile_model(
     temporaries = KernelTemporaries([], [])
     if tgt.kind.name in ("llvm", "c"):
         temporaries = lift_kernel_temporaries(lowered, network.entry)[1]
-    variants = {"plain": _prepare(lowered, network.entry, bounds, lift_temporaries)}
+    can_lift = tgt.kind.name in ("llvm", "c")
+    variants = {"plain": _prepare(lowered, network.entry, bounds, bool(lift_temporaries))}
     if any(s.endswith(REWRITES) for s in strategies):
-        inlined, _ = inline_pool_padding(lowered)
-        variants["rewrites"] = _prepare(inlined, network.entry, bounds, lift_temporaries)
+        inlined, _ = inline_pool_padding(lowered) if can_lift else (lowered, [])
+        lift = can_lift if lift_temporaries is None else lift_temporaries
+        variants["rewrites"] = _prepare(inlined, network.entry, bounds, lift)
     problem = variants["plain"].planned.problem(name=name)
     bound = _align(lower_bound(problem)) if problem.buffers else 0
     output_bytes = sum(t.size for t in plain.escaping)
@@ -206,8 +211,7 @@ def compile_model(
             strategy=strategy,
             lower_bound_bytes=bound,
             output_bytes=output_bytes,
-            kernel_workspace_bytes=temporaries.lifted_bytes
-            if stock or not lift_temporaries else 0,
+            kernel_workspace_bytes=0 if variant.lifted else temporaries.lifted_bytes,
             kernel_stack_bytes=temporaries.stack_bytes,
             shape_bounds=bounds,
             target=str(tgt),
@@ -248,6 +252,8 @@ class _Variant:
     planned: Extraction
     #: The same tensors timed by whole bindings, which is what the rewrites reason about.
     by_binding: Extraction
+    #: Whether kernel temporaries were lifted into the plan (then TVM's pool holds none).
+    lifted: bool = False
 
 
 def _prepare(lowered: tvm.IRModule, entry: str, bounds: dict, lift: bool) -> _Variant:
@@ -256,7 +262,7 @@ def _prepare(lowered: tvm.IRModule, entry: str, bounds: dict, lift: bool) -> _Va
         return _Variant(lowered, extraction, extraction)
     module, temporaries = lift_kernel_temporaries(lowered, entry)
     by_binding = extract(module, entry, bounds)
-    return _Variant(module, refine_lifetimes(by_binding, temporaries), by_binding)
+    return _Variant(module, refine_lifetimes(by_binding, temporaries), by_binding, lifted=True)
 
 
 def _plan_and_build(

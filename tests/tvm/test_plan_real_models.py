@@ -73,7 +73,7 @@ def test_a_wrong_plan_is_caught_by_the_output_check(lowered):
 
 def test_every_strategy_builds_and_matches_the_stock_outputs(tmp_path):
     reports = compile_model(
-        RESIDUAL, [STOCK, "none", "greedy-by-size", "best-fit"], repeat=2,
+        RESIDUAL, [STOCK, "none", "greedy-by-size", "best-fit", "best-fit+rewrites"], repeat=2,
         artifacts_dir=tmp_path,
     )
 
@@ -87,14 +87,14 @@ def test_every_strategy_builds_and_matches_the_stock_outputs(tmp_path):
         assert held >= report.lower_bound_bytes
         assert {"plan.json", "problem.csv", "module.py", "timeline.svg"} <= set(report.artifacts)
     assert by_name["none"].planned_bytes > by_name["greedy-by-size"].planned_bytes
-    # With the kernels' temporaries planned too, best-fit reaches the bound on this chain
-    # and holds no workspace apart; TVM's storages plus its pool can only match it.
-    stock, best = by_name[STOCK], by_name["best-fit"]
-    assert best.intermediate_bytes == best.lower_bound_bytes
-    assert best.kernel_workspace_bytes == 0
-    assert stock.intermediate_bytes + stock.kernel_workspace_bytes >= best.intermediate_bytes
-    assert best.peak["bytes"] == best.lower_bound_bytes
-    assert any(".pad_temp" in t["id"] for t in best.peak["tensors"])
+    # best-fit plans what TVM's planner plans, reaching the bound, and leaves kernel
+    # temporaries to TVM's pool; the rewrites plan those too and hold no pool at all.
+    stock, best, unified = by_name[STOCK], by_name["best-fit"], by_name["best-fit+rewrites"]
+    assert best.intermediate_bytes == best.lower_bound_bytes == best.peak["bytes"]
+    assert best.kernel_workspace_bytes > 0
+    assert unified.kernel_workspace_bytes == 0
+    assert unified.planned_bytes < best.planned_bytes <= stock.planned_bytes
+    assert any(".pad_temp" in t["id"] for t in unified.peak["tensors"])
     assert "R.memory.alloc_storage" in (tmp_path / "residual_cnn" / "greedy-by-size" /
                                         "module.py").read_text()
 
@@ -126,9 +126,11 @@ def test_inputs_are_reproducible_for_a_seed():
 def test_measured_memory_moves_with_the_plan(tmp_path):
     reports = {
         r.strategy: r
-        for r in compile_model(RESIDUAL, [STOCK, "none", "greedy-by-size"], repeat=0)
+        for r in compile_model(
+            RESIDUAL, [STOCK, "none", "greedy-by-size", "best-fit+rewrites"], repeat=0)
     }
     stock, none, greedy = reports[STOCK], reports["none"], reports["greedy-by-size"]
+    unified = reports["best-fit+rewrites"]
 
     # Same kernels, same workspace and outputs: the naive allocator's peak differs by
     # exactly the arena sizes, and the pooled peak (the default) follows.
@@ -138,8 +140,9 @@ def test_measured_memory_moves_with_the_plan(tmp_path):
     assert none.measured_peak_bytes > greedy.measured_peak_bytes >= greedy.planned_bytes
     # TVM's kernels take their temporaries from the workspace pool; once lifted into the
     # arena, the pool holds nothing.
-    assert stock.measured["workspace_bytes"] > 0
-    assert greedy.measured["workspace_bytes"] == 0
+    assert stock.measured["workspace_bytes"] == greedy.measured["workspace_bytes"] > 0
+    assert unified.measured["workspace_bytes"] == 0
+    assert unified.measured_peak_bytes < greedy.measured_peak_bytes
     assert greedy.measured["weights_bytes"] == sum(
         v.nbytes for v in build_network(RESIDUAL).random_inputs()
     )
