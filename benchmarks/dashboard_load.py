@@ -2,12 +2,14 @@
 
     python benchmarks/dashboard_load.py --commits 2000            # 2,000 x 20 x 8 = 320k results
     python benchmarks/dashboard_load.py --commits 10000 --fresh   # the full 1.6M
+    python benchmarks/dashboard_load.py --database peakwatch_bench_full --commits 10000 \
+        --skip-load --redis redis://127.0.0.1:6379/14             # measure an existing one
 
 1. Creates a PostgreSQL database of its own (``peakwatch_bench`` by default, on the server of
    ``--server``; never the one tests or the demo use), migrates it, and fills it with one
    repository of ``--commits`` commits x ``--models`` models x ``--strategies`` strategies on
    one board, with a run per commit and a few open alerts, through ``COPY`` (an existing
-   history of the same size is reused unless ``--fresh``).
+   history of the same size is reused unless ``--fresh``; ``--skip-load`` only measures).
 2. Starts the real server (gunicorn, ``DJANGO_DEBUG=0``) against that database on loopback.
 3. Requests the overview, a model's trend page and its trend API a bounded number of times
    from a few threads, after a warm-up, and prints p50/p95 latency per page.
@@ -60,6 +62,15 @@ def parse_args(argv=None):
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--port", type=int, default=0, help="0: any free loopback port")
     parser.add_argument("--load-only", action="store_true")
+    parser.add_argument(
+        "--skip-load", action="store_true",
+        help="measure an existing database as it is: never create, load or VACUUM it",
+    )
+    parser.add_argument(
+        "--redis", default=os.environ.get("REDIS_URL", ""),
+        help="Redis URL for the server's shared cache (default: $REDIS_URL; empty: each"
+        " worker caches in its own memory)",
+    )
     return parser.parse_args(argv)
 
 
@@ -246,9 +257,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(url: str, port: int, workers: int) -> subprocess.Popen:
+def start_server(url: str, port: int, workers: int, redis: str = "") -> subprocess.Popen:
     env = {
         **os.environ,
+        "REDIS_URL": redis,
+        # A cache version of this run's own: the cold requests are cold even in a Redis that
+        # an earlier run filled.
+        "PEAKWATCH_CACHE_VERSION": str(int(time.time())),
         "DATABASE_URL": url,
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "benchmark-only-secret-key-" + "x" * 40,
@@ -308,7 +323,9 @@ def percentile(values: list[float], fraction: float) -> float:
 def main(argv=None) -> int:
     args = parse_args(argv)
     url = f"{args.server}/{args.database}"
-    empty = ensure_database(args.server, args.database, args.fresh)
+    if args.skip_load and (args.fresh or args.load_only):
+        raise SystemExit("--skip-load measures an existing history: no --fresh or --load-only")
+    empty = False if args.skip_load else ensure_database(args.server, args.database, args.fresh)
     setup_django(url)
     from django.core.management import call_command
     from django.db import connection
@@ -317,6 +334,8 @@ def main(argv=None) -> int:
     expected = args.commits * args.models * args.strategies
     with connection.cursor() as cursor:
         loaded = history_size(cursor)
+    if args.skip_load and loaded != expected:
+        raise SystemExit(f"{args.database} holds {loaded:,} results, not {expected:,}")
     if not empty and loaded != expected:
         raise SystemExit(
             f"{args.database} holds {loaded:,} results, not {expected:,}: rerun with --fresh"
@@ -345,7 +364,7 @@ def main(argv=None) -> int:
     connection.close()
 
     port = args.port or free_port()
-    server = start_server(url, port, args.workers)
+    server = start_server(url, port, args.workers, args.redis)
     base = f"http://127.0.0.1:{port}"
     pages = {
         "overview": [f"{base}/"],
@@ -354,8 +373,9 @@ def main(argv=None) -> int:
     }
     rows = []
     try:
-        # Cold: the first request for each model computes its series (then cached per
-        # gunicorn worker, keyed by the model's results).
+        # Cold: the first request for each model computes its payload (then cached as JSON
+        # bytes, in Redis with --redis so every worker shares it, keyed by the model's
+        # results and alerts).
         cold = measure(pages["trend API"], len(pages["trend API"]), 1)
         rows.append(("trend API, cold", cold, sum(cold), 0))
         for name, urls in pages.items():

@@ -8,15 +8,15 @@ the page size.
 from __future__ import annotations
 
 from django.db.models import Count
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
-from rest_framework.response import Response
 
 from dashboard.models import Artifact, Commit, Model, Repository, Result, Run
-from dashboard.trends import model_trend
+from dashboard.trends import trend
 
 
 class RepositorySerializer(serializers.ModelSerializer):
@@ -126,6 +126,8 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
                 "board": serializers.CharField(allow_null=True),
                 "branch": serializers.CharField(allow_null=True),
                 "max_points": serializers.IntegerField(),
+                "point_fields": serializers.ListField(child=serializers.CharField()),
+                "commits": serializers.ListField(child=serializers.DictField()),
                 "series": serializers.ListField(child=serializers.DictField()),
                 "alerts": serializers.ListField(child=serializers.DictField()),
             },
@@ -134,15 +136,18 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True)
     def trend(self, request, pk=None):
         """Planned bytes, measured peak and latency over commits, one series per strategy
-        (and board), at most ``max_points`` points each."""
+        (and board), at most ``max_points`` points each. ``commits`` lists each commit drawn
+        once, oldest first (sha, short, title, author, committed_at, run_url); a point is an
+        array of ``point_fields`` whose first item indexes ``commits``, with a seventh item,
+        the point's run page, where it is not its commit's ``run_url``."""
         model = self.get_object()
-        return Response(
-            model_trend(
-                model,
-                board=request.query_params.get("board", ""),
-                branch=request.query_params.get("branch", ""),
-            )
+        payload = trend(
+            model,
+            board=request.query_params.get("board", ""),
+            branch=request.query_params.get("branch", ""),
         )
+        # The cached bytes as they are: no parsing or re-serialising per request.
+        return HttpResponse(payload.json, content_type="application/json")
 
 
 @extend_schema(

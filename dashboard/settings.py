@@ -114,6 +114,24 @@ SPECTACULAR_SETTINGS = {
 # process, which is what the embedded default and a laptop demo want.
 REDIS_URL = envstr("REDIS_URL", "")
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+
+# The cache holds the rendered overview tables and the serialised trend payloads. With
+# REDIS_URL it is Redis, shared by every gunicorn worker; otherwise each process keeps its
+# own in memory. PEAKWATCH_CACHE_VERSION starts from an empty cache without flushing Redis.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "peakwatch",
+        "VERSION": envint("PEAKWATCH_CACHE_VERSION", 1),
+    }
+    if REDIS_URL
+    else {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "peakwatch",
+        "VERSION": envint("PEAKWATCH_CACHE_VERSION", 1),
+    }
+}
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", not REDIS_URL)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Max
+from django.db.models import Max
 
 from dashboard.models import Alert, Board, Commit, Model, Result, Run, Strategy
 
@@ -135,39 +136,85 @@ def _series_rows(model: Model, *, board: str, branch: str, keep_commits: set[int
         return cursor.fetchall()
 
 
-def _alerts(model: Model, *, board: str, branch: str) -> list[Alert]:
-    alerts = Alert.objects.filter(model=model).select_related("commit", "strategy", "board")
+def _alerts(model: Model, *, board: str, branch: str):
+    """The alerts marked on the chart, newest first (a queryset)."""
+    alerts = Alert.objects.filter(model=model)
     if board:
         alerts = alerts.filter(board__name=board)
     if branch:
         alerts = alerts.filter(commit__branch=branch)
-    return list(alerts.order_by("-commit__committed_at", "-id")[:MAX_ALERTS])
+    return alerts.order_by("-commit__committed_at", "-id")
+
+
+#: What each array in a series' ``points`` holds; a seventh item, when present, is the
+#: point's run page where it is not its commit's.
+POINT_FIELDS = (
+    "commit", "planned_bytes", "intermediate_bytes", "lower_bound_bytes",
+    "latency_median_ms", "measured_peak_bytes",
+)
+#: Newest commits the trend page's history table lists at most.
+HISTORY_ROWS = 30
+
+# Escaped like Django's json_script, so the same bytes are valid JSON for the API and safe
+# inside the page's <script type="application/json">.
+_HTML_ESCAPES = {ord(">"): "\\u003E", ord("<"): "\\u003C", ord("&"): "\\u0026"}
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A trend ready to serve: ``json`` is the API's body (bytes), ``history`` the newest
+    ``HISTORY_ROWS`` commits as table rows for the page, ``empty`` when no series."""
+
+    json: bytes
+    history: dict
+    empty: bool
+    #: The cache key it is stored under: what derived data (the page's table) can key on.
+    key: str = ""
+
+    def data(self) -> dict:
+        return json.loads(self.json)
+
+
+def trend(model: Model, *, board: str = "", branch: str = "") -> Trend:
+    """Planned bytes, measured peak and latency of ``model`` over commits, per strategy.
+
+    The payload of ``/api/models/<id>/trend/`` and of the trend page, serialised once and
+    cached as bytes (in Redis when configured, so every worker shares it) under what
+    identifies it: the model's results and its alerts. A hit costs two small queries; a
+    miss a bounded number whatever the history's length.
+    """
+    alerts = list(
+        _alerts(model, board=board, branch=branch).select_related(
+            "commit", "strategy", "board"
+        )[:MAX_ALERTS]
+    )
+    alert_versions = [[a.pk, a.state, a.updated_at.isoformat()] for a in alerts]
+    # The series only change when a result is recorded: the model's newest result id says
+    # so (one step down the primary key; a count of its results costs 20-60 ms at 80k).
+    # A redelivered task that rewrites a result in place keeps its id, and results are only
+    # removed with their repository: at worst the chart shows the old figures for
+    # TREND_CACHE_SECONDS.
+    last = Result.objects.for_model(model).aggregate(last=Max("id"))["last"]
+    key = "peakwatch:trend:" + hashlib.sha256(
+        json.dumps([model.pk, board, branch, MAX_POINTS, last, alert_versions]).encode()
+    ).hexdigest()
+    cached = cache.get(key)
+    if cached is None:
+        cached = _build(model, alerts, board=board, branch=branch)
+        cache.set(key, cached, TREND_CACHE_SECONDS)
+    return Trend(**cached, key=key)
 
 
 def model_trend(model: Model, *, board: str = "", branch: str = "") -> dict:
-    """Planned bytes, measured peak and latency of ``model`` over commits, per strategy.
+    """The trend payload as plain data (what the API serves, parsed)."""
+    return trend(model, board=board, branch=branch).data()
 
-    Plain data, shared by ``/api/models/<id>/trend/`` and the trend page, so the chart
-    draws exactly what the API serves. A bounded number of queries whatever the history's
-    length: the alerts, the version of the model's results, and on a cache miss the points
-    and the commits and names they show.
-    """
-    alerts = _alerts(model, board=board, branch=branch)
-    alerted = sorted({a.commit_id for a in alerts})
-    # The series only change when a result is recorded or removed; reading them is the
-    # expensive part of a long history, so they are cached under what identifies them.
-    # A redelivered task that rewrites a result in place keeps its id: at worst the chart
-    # shows the old figures for TREND_CACHE_SECONDS.
-    version = Result.objects.for_model(model).aggregate(last=Max("id"), count=Count("id"))
-    key = hashlib.sha256(
-        json.dumps([model.pk, board, branch, version["last"], version["count"], alerted])
-        .encode()
-    ).hexdigest()
-    lines = cache.get(f"peakwatch:trend:{key}")
-    if lines is None:
-        lines = _series(model, board=board, branch=branch, keep_commits=set(alerted))
-        cache.set(f"peakwatch:trend:{key}", lines, TREND_CACHE_SECONDS)
-    return {
+
+def _build(model: Model, alerts: list[Alert], *, board: str, branch: str) -> dict:
+    commits, lines = _series(
+        model, board=board, branch=branch, keep_commits={a.commit_id for a in alerts}
+    )
+    payload = {
         "model": {
             "id": model.pk,
             "name": model.name,
@@ -177,57 +224,115 @@ def model_trend(model: Model, *, board: str = "", branch: str = "") -> dict:
         "board": board or None,
         "branch": branch or None,
         "max_points": MAX_POINTS,
+        "point_fields": list(POINT_FIELDS),
+        "commits": commits,
         "series": lines,
         "alerts": [_alert(alert) for alert in alerts],
     }
-
-
-def _series(model: Model, *, board: str, branch: str, keep_commits: set[int]) -> list[dict]:
-    rows = _series_rows(model, board=board, branch=branch, keep_commits=keep_commits)
-    commit_ids = {row[2] for row in rows}
-    commits = {
-        c["id"]: c
-        for c in Commit.objects.filter(id__in=commit_ids).values(
-            "id", "sha", "message", "author", "committed_at", "branch"
-        )
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    return {
+        "json": text.translate(_HTML_ESCAPES).encode(),
+        "history": _history(commits, lines),
+        "empty": not lines,
     }
+
+
+def _history(commits: list[dict], lines: list[dict]) -> dict:
+    """The newest ``HISTORY_ROWS`` commits drawn, newest first, with each series' planned
+    bytes and the change from the previous point drawn (which keeps every change)."""
+    rows: dict[int, list] = {}
+    for column, line in enumerate(lines):
+        previous = None
+        for point in line["points"]:
+            planned = point[1]
+            change = None
+            if previous is not None and planned is not None:
+                change = planned - previous
+            cells = rows.setdefault(point[0], [None] * len(lines))
+            cells[column] = {"planned_bytes": planned, "change": change}
+            previous = planned
+    newest = sorted(rows, reverse=True)
+    return {
+        "columns": [{"strategy": line["strategy"], "board": line["board"]} for line in lines],
+        "rows": [
+            {"commit": commits[index], "cells": rows[index]}
+            for index in newest[:HISTORY_ROWS]
+        ],
+        "more": len(newest) > HISTORY_ROWS,
+    }
+
+
+def _series(
+    model: Model, *, board: str, branch: str, keep_commits: set[int]
+) -> tuple[list[dict], list[dict]]:
+    """The commits drawn, oldest first, and one line per strategy and board whose points
+    are arrays of ``POINT_FIELDS`` referencing those commits by index."""
+    rows = _series_rows(model, board=board, branch=branch, keep_commits=keep_commits)
     strategies = dict(Strategy.objects.values_list("id", "name"))
     boards = dict(Board.objects.values_list("id", "name"))
     series: dict[tuple[str, str], dict] = {}
     for row in rows:
         values = dict(zip(_COLUMNS, row, strict=True))
         key = (strategies[values["strategy_id"]], boards[values["board_id"]])
-        line = series.setdefault(
-            key, {"strategy": key[0], "board": key[1], "commits": values["total"], "points": []}
-        )
-        line["points"].append(_point(values, commits[values["commit_id"]]))
+        line = series.setdefault(key, {"total": values["total"], "points": []})
+        line["points"].append(values)
+    kept = {key: downsample(series[key]["points"], MAX_POINTS) for key in sorted(series)}
+    # The newest run behind each commit drawn: the run a click on that commit opens unless
+    # the point says otherwise.
+    runs: dict[int, int] = {}
+    for points in kept.values():
+        for point in points:
+            runs[point["commit_id"]] = max(runs.get(point["commit_id"], 0), point["run_id"])
+    shown = sorted(
+        Commit.objects.filter(id__in=runs).values(
+            "id", "sha", "message", "author", "committed_at"
+        ),
+        key=lambda c: (c["committed_at"], c["id"]),
+    )
+    index = {c["id"]: i for i, c in enumerate(shown)}
+    commits = [_commit(c, runs[c["id"]]) for c in shown]
     lines = []
-    for key in sorted(series):
-        line = series[key]
-        line["points"] = downsample(line["points"], MAX_POINTS)
-        line["downsampled"] = len(line["points"]) < line["commits"]
-        lines.append(line)
-    return lines
+    for (strategy, board_name), points in kept.items():
+        lines.append(
+            {
+                "strategy": strategy,
+                "board": board_name,
+                "commits": series[(strategy, board_name)]["total"],
+                "downsampled": len(points) < series[(strategy, board_name)]["total"],
+                "points": [_point(p, index[p["commit_id"]], runs) for p in points],
+            }
+        )
+    return commits, lines
 
 
-def _point(values: dict, commit: dict) -> dict:
+def _commit(commit: dict, run_id: int) -> dict:
     message = commit["message"].strip()
     return {
-        "commit_sha": commit["sha"],
-        "short_sha": commit["sha"][:10],
+        "sha": commit["sha"],
+        "short": commit["sha"][:10],
         "title": message.splitlines()[0] if message else "",
         "author": commit["author"],
         "committed_at": commit["committed_at"].isoformat(),
-        "position": values["position"],
-        "changed": bool(values["changed"]),
-        "planned_bytes": values["planned_bytes"],
-        "intermediate_bytes": values["intermediate_bytes"],
-        "measured_peak_bytes": values["measured_peak_bytes"],
-        "lower_bound_bytes": values["lower_bound_bytes"],
-        "latency_median_ms": values["latency_median_ms"],
-        "run_id": values["run_id"],
-        "run_url": Run(pk=values["run_id"]).get_absolute_url(),
+        "run_url": _run_url(run_id),
     }
+
+
+def _point(values: dict, commit_index: int, runs: dict[int, int]) -> list:
+    point = [
+        commit_index,
+        values["planned_bytes"],
+        values["intermediate_bytes"],
+        values["lower_bound_bytes"],
+        values["latency_median_ms"],
+        values["measured_peak_bytes"],
+    ]
+    if values["run_id"] != runs[values["commit_id"]]:
+        point.append(_run_url(values["run_id"]))
+    return point
+
+
+def _run_url(run_id: int) -> str:
+    return Run(pk=run_id).get_absolute_url()
 
 
 def _alert(alert: Alert) -> dict:

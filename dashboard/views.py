@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET
 from dashboard import compare
 from dashboard.models import Alert, Artifact, Board, Commit, Model, Repository, Result, Run
 from dashboard.sparklines import Sparkline, sparkline
-from dashboard.trends import model_trend
+from dashboard.trends import HISTORY_ROWS, TREND_CACHE_SECONDS, trend
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,6 @@ OPEN_ALERTS = 20
 OVERVIEW_CACHE_SECONDS = 60
 #: Commits a sparkline on the overview spans.
 SPARK_COMMITS = 30
-#: Commits the trend page's history table lists at most.
-HISTORY_ROWS = 30
 
 
 @dataclass
@@ -172,10 +170,23 @@ def model_trend_page(request, repository: str, model: str):
     )
     board = request.GET.get("board", "")
     branch = request.GET.get("branch", "")
-    trend = model_trend(model, board=board, branch=branch)
-    boards = Board.objects.filter(
-        Exists(Result.objects.for_model(model).filter(board=OuterRef("pk")))
-    ).order_by("name")
+    data = trend(model, board=board, branch=branch)
+    boards = list(
+        Board.objects.filter(
+            Exists(Result.objects.for_model(model).filter(board=OuterRef("pk")))
+        ).order_by("name")
+    )
+    # The history table is most of the page's rendering: cached as HTML with the trend.
+    show_boards = not board and len(boards) > 1
+    history_key = f"{data.key}:history:{int(show_boards)}"
+    history_html = cache.get(history_key) if data.key else None
+    if history_html is None:
+        history_html = render_to_string(
+            "dashboard/_trend_history.html",
+            {"history": data.history, "history_limit": HISTORY_ROWS, "show_boards": show_boards},
+        )
+        if data.key:
+            cache.set(history_key, history_html, TREND_CACHE_SECONDS)
     branches = (
         Commit.objects.for_repository(model.repository)
         .exclude(branch="")
@@ -195,9 +206,11 @@ def model_trend_page(request, repository: str, model: str):
         {
             "model": model,
             "repository": model.repository,
-            "trend": trend,
-            "history": _history_rows(trend),
-            "history_limit": HISTORY_ROWS,
+            # The API's cached bytes, embedded as they are (already escaped for a <script>).
+            "trend_json": mark_safe(data.json.decode()),
+            "has_series": not data.empty,
+            "history": data.history,
+            "history_html": mark_safe(history_html),  # rendered by our own template
             "boards": boards,
             "board": board,
             "branches": list(branches),
@@ -207,29 +220,6 @@ def model_trend_page(request, repository: str, model: str):
             + (f"?{request.GET.urlencode()}" if request.GET else ""),
         },
     )
-
-
-def _history_rows(trend: dict) -> dict:
-    """The trend as a table, newest commit first: the chart's data without JavaScript.
-
-    A long history is downsampled and cut to its newest ``HISTORY_ROWS`` commits; the change
-    shown is from the previous point drawn, which keeps every change of planned bytes.
-    """
-    series = trend["series"]
-    commits: dict[str, dict] = {}
-    for index, line in enumerate(series):
-        previous = None
-        for point in line["points"]:
-            row = commits.setdefault(
-                point["commit_sha"], {"point": point, "cells": [None] * len(series)}
-            )
-            change = None
-            if previous is not None and None not in (point["planned_bytes"], previous):
-                change = point["planned_bytes"] - previous
-            row["cells"][index] = {"planned_bytes": point["planned_bytes"], "change": change}
-            previous = point["planned_bytes"]
-    rows = sorted(commits.values(), key=lambda row: row["point"]["committed_at"], reverse=True)
-    return {"columns": series, "rows": rows[:HISTORY_ROWS], "more": len(rows) > HISTORY_ROWS}
 
 
 @require_GET

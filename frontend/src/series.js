@@ -1,5 +1,6 @@
-// Turns the trend payload of /api/models/<id>/trend/ into Chart.js data: one x position
-// per commit, one dataset per strategy, and the lower bound as a dataset of its own.
+// Turns the trend payload of /api/models/<id>/trend/ (commits listed once, points as arrays
+// of point_fields indexing them) into Chart.js data: one x position per commit, one
+// dataset per strategy, and the lower bound as a dataset of its own.
 // Pure functions, so node --test covers them without a browser.
 
 export const LOWER_BOUND_LABEL = "lower bound";
@@ -8,17 +9,34 @@ function seriesLabel(series, boardCount) {
   return boardCount > 1 ? `${series.strategy} @ ${series.board}` : series.strategy;
 }
 
-/** Every commit any series has, oldest first, each once. */
+/** Where each measurement sits in a point array, unless the payload says otherwise. */
+export const POINT_FIELDS = [
+  "commit",
+  "planned_bytes",
+  "intermediate_bytes",
+  "lower_bound_bytes",
+  "latency_median_ms",
+  "measured_peak_bytes",
+];
+
+function columnOf(trend, field) {
+  const i = (trend.point_fields || POINT_FIELDS).indexOf(field);
+  if (i < 0) throw new Error(`the trend has no ${field}`);
+  return i;
+}
+
+/** Every commit drawn, oldest first, each once: the payload lists them so. */
 export function commitsOf(trend) {
-  const bySha = new Map();
-  for (const series of trend.series) {
-    for (const point of series.points) {
-      if (!bySha.has(point.commit_sha)) bySha.set(point.commit_sha, point);
-    }
-  }
-  return [...bySha.values()].sort((a, b) =>
-    a.committed_at < b.committed_at ? -1 : a.committed_at > b.committed_at ? 1 : 0,
-  );
+  return trend.commits || [];
+}
+
+/**
+ * What a point shows on hover and opens on click: its commit, with the point's own run
+ * page where it differs from the commit's (a seventh item in the point array).
+ */
+function pointInfo(commit, point, runColumn) {
+  const runUrl = point[runColumn];
+  return runUrl ? { ...commit, run_url: runUrl } : commit;
 }
 
 /**
@@ -29,24 +47,26 @@ export function commitsOf(trend) {
  */
 export function buildDatasets(trend, field, { lowerBound = false } = {}) {
   const commits = commitsOf(trend);
-  const index = new Map(commits.map((commit, i) => [commit.commit_sha, i]));
+  const column = columnOf(trend, field);
+  const runColumn = (trend.point_fields || POINT_FIELDS).length;
   const boardCount = new Set(trend.series.map((s) => s.board)).size;
   const datasets = trend.series.map((series) => {
     const data = commits.map(() => null);
     const points = commits.map(() => null);
     for (const point of series.points) {
-      const i = index.get(point.commit_sha);
-      data[i] = point[field] ?? null;
-      points[i] = point;
+      const i = point[0];
+      data[i] = point[column] ?? null;
+      points[i] = pointInfo(commits[i], point, runColumn);
     }
     return { label: seriesLabel(series, boardCount), strategy: series.strategy, data, points };
   });
   if (lowerBound) {
+    const boundColumn = columnOf(trend, "lower_bound_bytes");
     const data = commits.map(() => null);
     for (const series of trend.series) {
       for (const point of series.points) {
-        const bound = point.lower_bound_bytes;
-        const i = index.get(point.commit_sha);
+        const bound = point[boundColumn];
+        const i = point[0];
         if (bound !== null && bound !== undefined && (data[i] === null || bound > data[i])) {
           data[i] = bound;
         }
@@ -54,7 +74,7 @@ export function buildDatasets(trend, field, { lowerBound = false } = {}) {
     }
     datasets.push({ label: LOWER_BOUND_LABEL, lowerBound: true, data, points: commits });
   }
-  return { labels: commits.map((commit) => commit.short_sha.slice(0, 7)), commits, datasets };
+  return { labels: commits.map((commit) => commit.short.slice(0, 7)), commits, datasets };
 }
 
 /** The commit behind x position ``index``: what a tooltip shows and a click opens. */
@@ -78,7 +98,7 @@ export const ALERTS_LABEL = "alerts";
  * are left out. Null when there is nothing to mark.
  */
 export function alertDataset(trend, chartData, kind) {
-  const index = new Map(chartData.commits.map((commit, i) => [commit.commit_sha, i]));
+  const index = new Map(chartData.commits.map((commit, i) => [commit.sha, i]));
   const data = chartData.commits.map(() => null);
   const points = chartData.commits.map(() => null);
   let marked = 0;

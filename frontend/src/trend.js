@@ -105,7 +105,7 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours }) {
           callbacks: {
             title: (items) => {
               const commit = commitAt(chartData, items[0].dataIndex);
-              return commit ? `${commit.short_sha.slice(0, 7)} ${commit.title}` : "";
+              return commit ? `${commit.short.slice(0, 7)} ${commit.title}` : "";
             },
             afterTitle: (items) => {
               const commit = commitAt(chartData, items[0].dataIndex);

@@ -3,42 +3,40 @@ import { test } from "node:test";
 
 import { buildDatasets, commitAt, commitsOf, LOWER_BOUND_LABEL, runUrlAt } from "../src/series.js";
 
-function point(i, planned, extra = {}) {
+function commit(i) {
   return {
-    commit_sha: `${i}`.padStart(2, "0") + "a".repeat(38),
-    short_sha: `${i}`.padStart(2, "0") + "a".repeat(8),
+    sha: `${i}`.padStart(2, "0") + "a".repeat(38),
+    short: `${i}`.padStart(2, "0") + "a".repeat(8),
     title: `Commit number ${i}`,
     author: "Ada Planner",
     committed_at: `2026-11-01T0${i}:00:00+00:00`,
-    planned_bytes: planned,
-    intermediate_bytes: planned - 1024,
-    lower_bound_bytes: Math.trunc(planned * 0.8),
-    latency_median_ms: 1 + i / 10,
-    run_id: 10 + i,
     run_url: `/runs/${10 + i}/`,
-    ...extra,
   };
 }
 
+// [commit index, planned, intermediate, lower bound, latency, measured peak(, run page)]
+function point(i, planned, runUrl) {
+  const values = [i, planned, planned - 1024, Math.trunc(planned * 0.8), 1 + i / 10, planned + 1];
+  return runUrl ? [...values, runUrl] : values;
+}
+
+const commits = [commit(0), commit(1), commit(2)];
+
 const trend = {
+  commits,
   series: [
     { strategy: "greedy-by-size", board: "cpu", points: [point(0, 900), point(1, 950), point(2, 990)] },
-    // Missing commit 1; given out of order to check the commits are sorted by time.
-    { strategy: "none", board: "cpu", points: [point(2, 1700), point(0, 1600)] },
+    // Missing commit 1.
+    { strategy: "none", board: "cpu", points: [point(0, 1600), point(2, 1700, "/runs/99/")] },
   ],
 };
 
-test("it lists every commit once, oldest first", () => {
-  const shuffled = {
-    series: [
-      { strategy: "none", board: "cpu", points: [point(2, 1), point(0, 1)] },
-      { strategy: "tvm-stock", board: "cpu", points: [point(1, 1), point(2, 1)] },
-    ],
-  };
+test("it takes the commits as the payload lists them, once each, oldest first", () => {
   assert.deepEqual(
-    commitsOf(shuffled).map((c) => c.title),
+    commitsOf(trend).map((c) => c.title),
     ["Commit number 0", "Commit number 1", "Commit number 2"],
   );
+  assert.deepEqual(commitsOf({ series: [] }), []);
 });
 
 test("it builds one dataset per strategy aligned on the commits", () => {
@@ -63,6 +61,7 @@ test("it adds the tightest lower bound per commit as its own dataset", () => {
 
 test("it labels series with their board when there are several boards", () => {
   const twoBoards = {
+    commits: [commit(0)],
     series: [
       { strategy: "none", board: "cpu", points: [point(0, 1)] },
       { strategy: "none", board: "cuda", points: [point(0, 2)] },
@@ -77,12 +76,23 @@ test("it labels series with their board when there are several boards", () => {
 test("it picks the measurement named by the field", () => {
   const chart = buildDatasets(trend, "latency_median_ms");
   assert.deepEqual(chart.datasets[0].data, [1, 1.1, 1.2]);
+  assert.deepEqual(buildDatasets(trend, "measured_peak_bytes").datasets[1].data, [1601, null, 1701]);
+  // A payload naming its columns is read by those names.
+  const reordered = {
+    ...trend,
+    point_fields: ["commit", "latency_median_ms", "planned_bytes"],
+    series: [{ strategy: "none", board: "cpu", points: [[1, 7.5, 300]] }],
+  };
+  assert.deepEqual(buildDatasets(reordered, "planned_bytes").datasets[0].data, [null, 300, null]);
 });
 
 test("it finds the run a clicked point belongs to", () => {
   const chart = buildDatasets(trend, "planned_bytes", { lowerBound: true });
   assert.equal(runUrlAt(chart, 0, 1), "/runs/11/");
-  assert.equal(runUrlAt(chart, 1, 2), "/runs/12/");
+  assert.equal(runUrlAt(chart, 0, 2), "/runs/12/");
+  // A point run again on its own says so; the commit's other points keep its run.
+  assert.equal(runUrlAt(chart, 1, 2), "/runs/99/");
+  assert.equal(chart.datasets[1].points[2].title, "Commit number 2");
   // The lower bound and a gap both fall back to the commit's run.
   assert.equal(runUrlAt(chart, 2, 0), "/runs/10/");
   assert.equal(runUrlAt(chart, 1, 1), "/runs/11/");
@@ -100,8 +110,8 @@ test("it marks alerts of one kind at their commits, with their value and run", a
   const withAlerts = {
     ...trend,
     alerts: [
-      { commit_sha: point(2, 0).commit_sha, kind: "bytes", value: 1700, run_url: "/runs/12/" },
-      { commit_sha: point(1, 0).commit_sha, kind: "latency", value: 9, run_url: "/runs/11/" },
+      { commit_sha: commit(2).sha, kind: "bytes", value: 1700, run_url: "/runs/12/" },
+      { commit_sha: commit(1).sha, kind: "latency", value: 9, run_url: "/runs/11/" },
       { commit_sha: "f".repeat(40), kind: "bytes", value: 5, run_url: "/runs/99/" },
     ],
   };

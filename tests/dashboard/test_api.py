@@ -134,23 +134,32 @@ def test_it_serves_a_models_trend_one_series_per_strategy(client, small_cnn, rec
 
     assert body["model"]["name"] == "small-cnn"
     assert [series["strategy"] for series in body["series"]] == STRATEGIES
-    none = next(series for series in body["series"] if series["strategy"] == "none")
-    # Oldest commit first; each commit adds 4096 bytes in the recorded history.
-    assert [p["planned_bytes"] for p in none["points"]] == [
-        int(50_000 * 1.6) + 4096 * i for i in range(4)
+    assert body["point_fields"] == [
+        "commit", "planned_bytes", "intermediate_bytes", "lower_bound_bytes",
+        "latency_median_ms", "measured_peak_bytes",
     ]
-    assert [p["title"] for p in none["points"]] == [f"Commit number {i}" for i in range(4)]
-    first = none["points"][0]
-    assert set(first) == {
-        "commit_sha", "short_sha", "title", "author", "committed_at", "planned_bytes",
-        "intermediate_bytes", "lower_bound_bytes", "latency_median_ms", "run_id", "run_url",
-        "measured_peak_bytes", "position", "changed",
-    }
-    assert first["commit_sha"] == recorded_history[0].commit.sha
-    assert first["short_sha"] == recorded_history[0].commit.short_sha
+    # Every commit drawn is listed once, oldest first, with what a tooltip and a click need.
+    commits = body["commits"]
+    assert [c["title"] for c in commits] == [f"Commit number {i}" for i in range(4)]
+    first = commits[0]
+    assert set(first) == {"sha", "short", "title", "author", "committed_at", "run_url"}
+    assert first["sha"] == recorded_history[0].commit.sha
+    assert first["short"] == recorded_history[0].commit.short_sha
     assert first["author"] == "Ada Planner"
     assert first["run_url"] == recorded_history[0].get_absolute_url()
-    assert first["latency_median_ms"] == pytest.approx(1.0)
+    none = next(series for series in body["series"] if series["strategy"] == "none")
+    # Oldest commit first; each commit adds 4096 bytes in the recorded history.
+    assert [p[0] for p in none["points"]] == [0, 1, 2, 3]
+    assert [p[1] for p in none["points"]] == [int(50_000 * 1.6) + 4096 * i for i in range(4)]
+    # Each point is the commit's index and the five measurements, nothing repeated.
+    assert all(len(p) == 6 for s in body["series"] for p in s["points"])
+    result = Result.objects.get(
+        run=recorded_history[0], model=small_cnn, strategy__name="none"
+    )
+    assert none["points"][0][1:] == [
+        result.planned_bytes, result.intermediate_bytes, result.lower_bound_bytes,
+        pytest.approx(1.0), result.measured_peak_bytes,
+    ]
 
 
 def test_it_counts_a_rerun_commit_once_with_its_newest_result(client, small_cnn, recorded_history):
@@ -165,8 +174,12 @@ def test_it_counts_a_rerun_commit_once_with_its_newest_result(client, small_cnn,
 
     none = next(series for series in body["series"] if series["strategy"] == "none")
     assert len(none["points"]) == 4
-    assert none["points"][-1]["planned_bytes"] == 1234
-    assert none["points"][-1]["run_url"] == rerun.get_absolute_url()
+    assert none["points"][-1][1] == 1234
+    # The commit's newest run is the one a click opens; the other series say theirs.
+    assert body["commits"][-1]["run_url"] == rerun.get_absolute_url()
+    assert none["points"][-1][6:] == []
+    other = next(series for series in body["series"] if series["strategy"] != "none")
+    assert other["points"][-1][6] == recorded_history[-1].get_absolute_url()
 
 
 def test_it_leaves_failed_results_out_of_the_trend(client, small_cnn, recorded_history):
@@ -183,8 +196,8 @@ def test_it_leaves_failed_results_out_of_the_trend(client, small_cnn, recorded_h
 def test_it_serves_the_trend_in_a_bounded_number_of_queries(
     client, small_cnn, django_assert_max_num_queries
 ):
-    # The model, its alerts, the version of its results, then (uncached) the downsampled
-    # points, their commits, and the strategy and board names.
+    # The model, its alerts, the version of its results, then (uncached) the alerts with
+    # their commits, the downsampled points, the strategy and board names, their commits.
     with django_assert_max_num_queries(7):
         response = client.get(f"/api/models/{small_cnn.pk}/trend/")
     assert response.status_code == 200

@@ -209,7 +209,10 @@ def test_the_trend_keeps_every_change_and_at_most_max_points(
     assert none["commits"] == 44
     assert none["downsampled"] is True
     assert len(none["points"]) <= 10
-    assert none["points"][-1]["commit_sha"] == later[-1].commit.sha
+    assert trend["commits"][none["points"][-1][0]]["sha"] == later[-1].commit.sha
+    # Only the commits some series draws are listed.
+    drawn = {p[0] for s in trend["series"] for p in s["points"]}
+    assert drawn == set(range(len(trend["commits"])))
 
 
 def test_the_trend_keeps_points_where_bytes_changed_in_a_flat_history(
@@ -225,8 +228,10 @@ def test_the_trend_keeps_points_where_bytes_changed_in_a_flat_history(
     trend = model_trend(small_cnn)
 
     none = next(s for s in trend["series"] if s["strategy"] == "none")
-    assert step.commit.sha in [p["commit_sha"] for p in none["points"]]
-    assert next(p for p in none["points"] if p["commit_sha"] == step.commit.sha)["changed"]
+    shas = [trend["commits"][p[0]]["sha"] for p in none["points"]]
+    assert step.commit.sha in shas
+    before, at = none["points"][shas.index(step.commit.sha) - 1 : shas.index(step.commit.sha) + 1]
+    assert (before[1], at[1]) == (100_000, 110_000)
 
 
 def test_the_trend_lists_alerts_and_keeps_their_commits(client, small_cnn, recorded_history):
@@ -254,11 +259,79 @@ def test_the_trend_filters_by_branch_in_a_shareable_url(client, small_cnn, recor
     feature = client.get(small_cnn.get_absolute_url(), {"branch": "feature"})
     main = client.get(small_cnn.get_absolute_url(), {"branch": "main"})
 
-    assert [len(s["points"]) for s in feature.context["trend"]["series"]] == [1]
-    assert all(len(s["points"]) == 4 for s in main.context["trend"]["series"])
+    assert [len(s["points"]) for s in embedded_trend(feature)["series"]] == [1]
+    assert all(len(s["points"]) == 4 for s in embedded_trend(main)["series"])
     html = feature.content.decode()
     assert '<option value="feature" selected>' in html
     assert "/trend/?branch=feature" in html
+
+
+def embedded_trend(response) -> dict:
+    html = response.content.decode()
+    return json.loads(html.split('<script id="trend-data" type="application/json">')[1]
+                      .split("</script>")[0])
+
+
+def test_the_trend_page_embeds_the_bytes_the_api_serves(client, small_cnn, recorded_history):
+    api = client.get(f"/api/models/{small_cnn.pk}/trend/")
+    page = client.get(small_cnn.get_absolute_url())
+
+    assert api["Content-Type"] == "application/json"
+    assert api.content.decode() in page.content.decode()
+    assert embedded_trend(page) == api.json()
+
+
+def test_the_trend_is_cached_as_serialised_bytes(
+    client, small_cnn, recorded_history, monkeypatch
+):
+    cache.clear()
+    stored = {}
+    set_ = trends.cache.set
+
+    def remember(key, value, *args):
+        stored[key] = value
+        return set_(key, value, *args)
+
+    monkeypatch.setattr(trends.cache, "set", remember)
+    first = client.get(f"/api/models/{small_cnn.pk}/trend/")
+
+    ((key, entry),) = stored.items()
+    assert key.startswith("peakwatch:trend:")
+    assert isinstance(entry["json"], bytes)
+    assert entry["json"] == first.content
+    # Served again from the cache, byte for byte.
+    assert client.get(f"/api/models/{small_cnn.pk}/trend/").content == first.content
+    assert len(stored) == 1
+
+
+def test_the_trend_json_is_safe_inside_a_script_tag(client, small_cnn, recorded_history):
+    commit = recorded_history[-1].commit
+    commit.message = "Fix </script><script>alert(1)</script> & more"
+    commit.save()
+    cache.clear()
+
+    page = client.get(small_cnn.get_absolute_url())
+
+    html = page.content.decode()
+    assert "</script><script>alert(1)" not in html
+    assert embedded_trend(page)["commits"][-1]["title"] == commit.message
+
+
+def test_the_trend_page_lists_only_the_newest_history_rows(
+    client, small_cnn, recorded_history, monkeypatch
+):
+    monkeypatch.setattr(trends, "HISTORY_ROWS", 5)
+    later = add_commits(recorded_history, 10)
+
+    response = client.get(small_cnn.get_absolute_url())
+
+    rows = response.context["history"]["rows"]
+    assert [row["commit"]["sha"] for row in rows] == [
+        run.commit.sha for run in reversed(later[-5:])
+    ]
+    assert response.context["history"]["more"] is True
+    # The charts still get every commit.
+    assert len(embedded_trend(response)["commits"]) == 14
 
 
 def test_the_trend_cache_follows_new_results(client, small_cnn, recorded_history):
@@ -268,6 +341,19 @@ def test_the_trend_cache_follows_new_results(client, small_cnn, recorded_history
     second = model_trend(small_cnn)
 
     assert len(second["series"][0]["points"]) == len(first["series"][0]["points"]) + 1
+
+
+def test_the_trend_cache_follows_alert_changes(client, small_cnn, recorded_history):
+    first = model_trend(small_cnn)
+    alert = Alert.objects.filter(model=small_cnn).order_by("id").first()
+    alert.state = Alert.State.ACKNOWLEDGED
+    alert.save()
+
+    second = model_trend(small_cnn)
+
+    states = {a["id"]: a["state"] for a in second["alerts"]}
+    assert states[alert.pk] == alert.state
+    assert first != second
 
 
 # --- run page ------------------------------------------------------------------------------

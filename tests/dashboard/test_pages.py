@@ -55,14 +55,14 @@ def test_it_renders_the_trend_page_with_the_chart_data(client, small_cnn):
     html = response.content.decode()
     assert 'id="chart-planned-bytes"' in html
     assert "peakwatch/trend.js" in html
-    trend = response.context["trend"]
+    # The data reaches the page as parseable JSON for the chart script.
+    embedded = html.split('<script id="trend-data" type="application/json">')[1]
+    trend = json.loads(embedded.split("</script>")[0])
     assert [series["strategy"] for series in trend["series"]] == [
         "greedy-by-size", "none", "tvm-stock"
     ]
     assert all(len(series["points"]) == 4 for series in trend["series"])
-    # The data reaches the page as parseable JSON for the chart script.
-    embedded = html.split('<script id="trend-data" type="application/json">')[1]
-    assert json.loads(embedded.split("</script>")[0]) == json.loads(json.dumps(trend))
+    assert len(trend["commits"]) == 4
 
 
 def test_it_shows_each_commits_change_in_the_trend_history(client, small_cnn):

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from dashboard import actions
-from dashboard.demo import git
+from dashboard.demo import DEMO_COMMITS, git
 from dashboard.models import ApiToken, Commit, Run
 
 pytestmark = pytest.mark.django_db
@@ -100,4 +100,4 @@ def test_it_resolves_a_branch_in_a_task_and_runs_its_head(
     assert response.json()["status"] == "resolving"
     run = Run.objects.get()
     assert run.commit.sha == head and run.commit.branch == "main"
-    assert Commit.objects.count() == 5
+    assert Commit.objects.count() == len(DEMO_COMMITS)

@@ -68,3 +68,18 @@ class BoardRunner:
         repeat: int,
     ) -> list[dict]:
         raise NotImplementedError
+
+    def compile(
+        self, *, model_name: str, source: str, params: dict, strategies: list[str],
+        artifacts_dir: Path, **options,
+    ) -> list[dict]:
+        """``planner.compile.compile_model`` for this board's target; ``options`` say what
+        this board can check and measure on the worker's host."""
+        from planner.compile import compile_model
+        from planner.zoo import ModelSource
+
+        reports = compile_model(
+            ModelSource(source, params), strategies, model_name=model_name,
+            target=self.target, artifacts_dir=artifacts_dir, **options,
+        )
+        return [report.to_json() for report in reports]

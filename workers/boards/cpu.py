@@ -31,15 +31,7 @@ class CpuBoard(BoardRunner):
         artifacts_dir: Path,
         repeat: int,
     ) -> list[dict]:
-        from planner.compile import compile_model
-        from planner.zoo import ModelSource
-
-        reports = compile_model(
-            ModelSource(source, params),
-            strategies,
-            model_name=model_name,
-            target=self.target,
-            repeat=repeat,
-            artifacts_dir=artifacts_dir,
+        return self.compile(
+            model_name=model_name, source=source, params=params, strategies=strategies,
+            artifacts_dir=artifacts_dir, repeat=repeat,
         )
-        return [report.to_json() for report in reports]

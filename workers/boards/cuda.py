@@ -132,26 +132,17 @@ class CudaBoard(BoardRunner):
         artifacts_dir: Path,
         repeat: int,
     ) -> list[dict]:
-        from planner.compile import compile_model
         from planner.zoo import ModelSource, build_network
 
-        model = ModelSource(source, params)
-        reports = [
-            r.to_json()
-            for r in compile_model(
-                model,
-                strategies,
-                model_name=model_name,
-                target=self.target,
-                repeat=repeat,
-                artifacts_dir=artifacts_dir,
-                # Kernel temporaries of GPU kernels live in shared and local memory, which
-                # a device arena cannot hold; and the host allocator shim sees no GPU bytes.
-                lift_temporaries=False,
-                memory_configs=(),
-            )
-        ]
-        inputs = build_network(model).random_inputs()
+        reports = self.compile(
+            model_name=model_name, source=source, params=params, strategies=strategies,
+            artifacts_dir=artifacts_dir, repeat=repeat,
+            # Kernel temporaries of GPU kernels live in shared and local memory, which a
+            # device arena cannot hold; and the host allocator shim sees no GPU bytes.
+            lift_temporaries=False,
+            memory_configs=(),
+        )
+        inputs = build_network(ModelSource(source, params)).random_inputs()
         for report in reports:
             report["board"] = {"kind": self.kind, "arch": _cached_arch()}
             library = (report.get("artifacts") or {}).get("model.so")

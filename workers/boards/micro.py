@@ -47,23 +47,15 @@ class MicroBoard(BoardRunner):
         artifacts_dir: Path,
         repeat: int,
     ) -> list[dict]:
-        from planner.compile import compile_model
         from planner.zoo import ModelSource, build_network
 
-        model = ModelSource(source, params)
-        reports = [
-            r.to_json()
-            for r in compile_model(
-                model,
-                strategies,
-                model_name=model_name,
-                target=self.target,
-                repeat=0,  # host timings say nothing about the board
-                artifacts_dir=artifacts_dir,
-                memory_configs=(),  # nor does the host allocator
-            )
-        ]
-        network = build_network(model)
+        reports = self.compile(
+            model_name=model_name, source=source, params=params, strategies=strategies,
+            artifacts_dir=artifacts_dir,
+            repeat=0,  # host timings say nothing about the board
+            memory_configs=(),  # nor does the host allocator
+        )
+        network = build_network(ModelSource(source, params))
         input_bytes, weights_bytes = _input_and_weight_bytes(network)
         for report in reports:
             report["board"] = self.footprint(report, input_bytes, weights_bytes)
