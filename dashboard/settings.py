@@ -67,6 +67,10 @@ TEMPLATES = [
     },
 ]
 
+if not envstr("DATABASE_URL"):
+    # The embedded default: SQLite can create its file, but not the folder it lives in,
+    # which a fresh clone does not have.
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.parse(
         envstr("DATABASE_URL", f"sqlite:///{DATA_DIR / 'peakwatch.sqlite3'}"),
