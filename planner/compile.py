@@ -397,39 +397,18 @@ def stock_offsets(planned: tvm.IRModule, extraction: Extraction) -> tuple[dict[s
 
 def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, seed: int) -> None:
     dev = execute.device_for(target)
-    inputs = network.random_inputs(seed)
-    runnable = {}
-    reference = None
-    for strategy, build in builds.items():
-        if not build.report.ok:
-            continue
-        try:
-            vm = execute.load(build.executable, dev)
-            outputs = execute.run_once(vm, dev, inputs, network.entry)
-        except Exception as exc:
-            build.report.error = f"run failed: {type(exc).__name__}: {exc}"
-            continue
-        if strategy == STOCK:
-            reference = outputs
-        if reference is None:
-            build.report.error = "the stock build failed, so there is nothing to check against"
-            continue
-        match, worst = execute.compare_outputs(reference, outputs, rtol=RTOL, atol=ATOL)
-        build.report.outputs_match = match
-        build.report.max_abs_diff = worst
-        if not match:
-            build.report.error = (
-                f"outputs differ from the stock build: max abs diff {worst:.3g} "
-                f"(rtol {RTOL}, atol {ATOL})"
-            )
-            continue
-        runnable[strategy] = vm
-    if repeat > 0 and runnable:
-        timings = execute.interleaved_latency(
-            runnable, dev, inputs, repeat=repeat, entry=network.entry
-        )
-        for strategy, latency in timings.items():
-            builds[strategy].report.latency_ms = latency.to_json()
+    loaders = {
+        strategy: (lambda b=build: execute.load(b.executable, dev))
+        for strategy, build in builds.items()
+        if build.report.ok
+    }
+    checks = execute.check_and_time(
+        loaders, dev, network.random_inputs(seed), reference=STOCK, entry=network.entry,
+        repeat=repeat, rtol=RTOL, atol=ATOL,
+    )
+    for strategy, check in checks.items():
+        for key, value in check.report_fields().items():
+            setattr(builds[strategy].report, key, value)
 
 
 def _measure_memory(builds: dict[str, _Build], network, configs: Sequence[str]) -> None:
@@ -483,7 +462,7 @@ def _write_artifacts(
 ) -> None:
     report = build.report
     extraction = build.extraction
-    folder = root / _slug(report.model) / _slug(report.strategy)
+    folder = root / slug(report.model) / slug(report.strategy)
     folder.mkdir(parents=True, exist_ok=True)
     if build.executable is not None and (keep or export):
         library = folder / "model.so"
@@ -545,5 +524,6 @@ def _write_artifacts(
     report.artifacts["problem.csv"] = str(problem_path)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """``text`` as a file name: strategy names such as ``best-fit+rewrites`` included."""
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,6 +97,80 @@ def interleaved_latency(
         for name, evaluate in evaluators.items():
             samples[name].append(evaluate().mean * 1e3)
     return {name: _summarise(values) for name, values in samples.items()}
+
+
+@dataclass
+class Check:
+    """How one build fared against the reference build, and how fast it ran."""
+
+    outputs_match: bool | None = None
+    max_abs_diff: float | None = None
+    error: str | None = None
+    latency: Latency | None = None
+
+    def report_fields(self) -> dict:
+        """What to write into a strategy's report; an absent error or timing leaves the
+        report's own (an earlier error, say) in place."""
+        fields = {"outputs_match": self.outputs_match, "max_abs_diff": self.max_abs_diff}
+        if self.error:
+            fields["error"] = self.error
+        if self.latency is not None:
+            fields["latency_ms"] = self.latency.to_json()
+        return fields
+
+
+def check_and_time(
+    loaders: dict[str, Callable[[], relax.VirtualMachine]],
+    dev: tvm.runtime.Device,
+    inputs: list[np.ndarray],
+    *,
+    reference: str,
+    entry: str,
+    repeat: int,
+    rtol: float,
+    atol: float,
+    where: str = "",
+) -> dict[str, Check]:
+    """Run every build once, compare it with ``reference``'s outputs, time those that match.
+
+    ``loaders`` make each build's VM (locally, or on a remote device); ``where`` names the
+    device in error messages. A build that fails, or whose outputs differ, is not timed.
+    """
+    checks = {name: Check() for name in loaders}
+    vms: dict[str, relax.VirtualMachine] = {}
+    expected = None
+    # The reference runs first: everything else is checked against its outputs.
+    for name in sorted(loaders, key=lambda n: n != reference):
+        check = checks[name]
+        try:
+            vm = loaders[name]()
+            outputs = run_once(vm, dev, inputs, entry)
+        except Exception as exc:  # a broken build is a failed result, not a lost run
+            check.error = f"run failed{where}: {type(exc).__name__}: {exc}"
+            continue
+        if name == reference:
+            expected = outputs
+        if expected is None:
+            check.error = (
+                f"the {reference} build failed{where}, so there is nothing to check against"
+            )
+            continue
+        check.outputs_match, check.max_abs_diff = compare_outputs(
+            expected, outputs, rtol=rtol, atol=atol
+        )
+        if not check.outputs_match:
+            check.error = (
+                f"outputs{where} differ from the {reference} build: max abs diff "
+                f"{check.max_abs_diff:.3g} (rtol {rtol}, atol {atol})"
+            )
+            continue
+        vms[name] = vm
+    if repeat > 0 and vms:
+        for name, latency in interleaved_latency(
+            vms, dev, inputs, repeat=repeat, entry=entry
+        ).items():
+            checks[name].latency = latency
+    return checks
 
 
 def _summarise(values: list[float]) -> Latency:

@@ -96,25 +96,21 @@ class RpcBoard(BoardRunner):
         artifacts_dir: Path,
         repeat: int,
     ) -> list[dict]:
-        from planner.compile import STOCK, compile_model
+        from planner.compile import STOCK
         from planner.zoo import ModelSource, build_network
 
-        model = ModelSource(source, params)
         # The stock build is the reference the board's outputs are checked against.
         compiled = list(dict.fromkeys([STOCK, *strategies]))
         reports = {
-            r.strategy: r.to_json()
-            for r in compile_model(
-                model,
-                compiled,
-                model_name=model_name,
-                target=self.target,
-                repeat=0,  # latency is measured on the board, not here
+            report["strategy"]: report
+            for report in self.compile(
+                model_name=model_name, source=source, params=params, strategies=compiled,
                 artifacts_dir=artifacts_dir,
+                repeat=0,  # latency is measured on the board, not here
                 memory_configs=(),
             )
         }
-        network = build_network(model)
+        network = build_network(ModelSource(source, params))
         self._run_remotely(reports, network, repeat)
         for report in reports.values():
             report["measured"] = {**report.get("measured", {}), "note": NO_REMOTE_MEMORY}
@@ -124,46 +120,31 @@ class RpcBoard(BoardRunner):
     def _run_remotely(self, reports: dict[str, dict], network, repeat: int) -> None:
         from tvm import relax
 
-        from planner.compile import ATOL, RTOL, STOCK
+        from planner.compile import ATOL, RTOL, STOCK, slug
         from planner.relax import execute
 
         session = self.connect()
         dev = session.device(self.config.device, 0)
-        inputs = network.random_inputs(0)
-        vms, reference = {}, None
+
+        def loader(strategy: str, library: str):
+            def load():
+                remote_name = f"{slug(strategy)}.so"
+                session.upload(library, target=remote_name)
+                return relax.VirtualMachine(session.load_module(remote_name), dev)
+
+            return load
+
+        loaders = {}
         for strategy, report in reports.items():
             library = (report.get("artifacts") or {}).get("model.so")
             if report.get("error") or not library:
                 if not report.get("error"):
                     report["error"] = "the build was not exported, so it cannot be uploaded"
                 continue
-            try:
-                remote_name = f"{_slug(strategy)}.so"
-                session.upload(library, target=remote_name)
-                vm = relax.VirtualMachine(session.load_module(remote_name), dev)
-                outputs = execute.run_once(vm, dev, inputs, network.entry)
-            except Exception as exc:
-                report["error"] = f"remote run failed: {type(exc).__name__}: {exc}"
-                continue
-            if strategy == STOCK:
-                reference = outputs
-            if reference is None:
-                report["error"] = "the stock build failed on the board: nothing to check against"
-                continue
-            match, worst = execute.compare_outputs(reference, outputs, rtol=RTOL, atol=ATOL)
-            report["outputs_match"] = match
-            report["max_abs_diff"] = worst
-            if not match:
-                report["error"] = f"outputs on the board differ from the stock build: {worst:.3g}"
-                continue
-            vms[strategy] = vm
-        if repeat > 0 and vms:
-            timings = execute.interleaved_latency(
-                vms, dev, inputs, repeat=repeat, entry=network.entry
-            )
-            for strategy, latency in timings.items():
-                reports[strategy]["latency_ms"] = latency.to_json()
-
-
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+            loaders[strategy] = loader(strategy, library)
+        checks = execute.check_and_time(
+            loaders, dev, network.random_inputs(0), reference=STOCK, entry=network.entry,
+            repeat=repeat, rtol=RTOL, atol=ATOL, where=" on the board",
+        )
+        for strategy, check in checks.items():
+            reports[strategy].update(check.report_fields())
