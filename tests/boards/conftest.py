@@ -3,8 +3,6 @@ on loopback acting as a remote board."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +13,7 @@ import pytest
 
 from dashboard import actions
 from dashboard.demo import commit_file, git
+from tests.helpers import stop_process_group
 from tests.workers.conftest import broker, start_worker  # noqa: F401  (real Celery workers)
 
 TINY = {"source": "zoo:small_cnn", "params": "{ channels = 4, resolution = 16, depth = 2 }"}
@@ -92,12 +91,7 @@ def spawn(tmp_path):
 
     yield start
     for proc in processes:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_process_group(proc, timeout=10)
 
 
 @pytest.fixture

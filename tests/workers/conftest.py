@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from tests.helpers import stop_process_group
 from workers.app import app as celery_app
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -68,12 +68,7 @@ def start_worker(broker, tmp_path) -> Callable[..., subprocess.Popen]:
 
     yield start
     for proc in processes:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_process_group(proc, timeout=20)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, logs=()) -> None:

@@ -8,8 +8,8 @@ import pytest
 from dashboard import actions
 from dashboard.demo import create_demo_repository
 from dashboard.models import Result, Run
+from tests.helpers import record_head
 from tests.workers.conftest import wait_for
-from workers import gitrepo
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.slow]
 
@@ -22,12 +22,7 @@ MODELS = {
 def _commit(tmp_path, models=MODELS):
     path = tmp_path / "repo"
     create_demo_repository(path, [("Track tiny models", models)])
-    repository = actions.track_repository("tiny", str(path))
-    info = gitrepo.commit_info(path, "HEAD")
-    return actions.record_commit(
-        repository, sha=info.sha, branch="main", author=info.author,
-        message=info.message, committed_at=info.committed_at,
-    )
+    return record_head(path)
 
 
 def _run(run_id):

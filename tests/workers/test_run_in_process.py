@@ -8,7 +8,7 @@ import pytest
 from dashboard import actions
 from dashboard.demo import commit_file, create_demo_repository, git, render_manifest
 from dashboard.models import Artifact, Result, Run
-from workers import gitrepo
+from tests.helpers import record_head
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -19,18 +19,9 @@ TINY = [
 ]
 
 
-def _record(path):
-    repository = actions.track_repository("tiny", str(path))
-    info = gitrepo.commit_info(path, "HEAD")
-    return actions.record_commit(
-        repository, sha=info.sha, branch="main", author=info.author,
-        message=info.message, committed_at=info.committed_at,
-    )
-
-
 def test_it_records_every_model_and_strategy_with_real_measurements(tmp_path):
     create_demo_repository(tmp_path / "repo", TINY)
-    commit = _record(tmp_path / "repo")
+    commit = record_head(tmp_path / "repo")
 
     run = actions.start_run(commit)
 
@@ -61,7 +52,7 @@ def test_it_fails_the_run_with_a_clear_error_when_the_manifest_is_broken(tmp_pat
     create_demo_repository(repo, TINY)
     (repo / "peakwatch.toml").write_text("[suite\n")
     git(repo, "commit", "-qam", "Break the manifest")
-    commit = _record(repo)
+    commit = record_head(repo)
 
     run = actions.start_run(commit)
 
@@ -77,7 +68,7 @@ def test_it_records_a_failed_result_for_a_model_that_does_not_build(tmp_path):
     text = render_manifest({"small-cnn": {"channels": 4, "resolution": 16}}, ["tvm-stock"])
     commit_file(repo, "peakwatch.toml", text.replace("channels = 4", "chanels = 4"),
                 "Misspell a parameter", datetime.now(UTC))
-    commit = _record(repo)
+    commit = record_head(repo)
 
     run = actions.start_run(commit)
 
