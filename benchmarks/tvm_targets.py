@@ -2,7 +2,7 @@
 
     python benchmarks/tvm_targets.py [--repeat 5]
 
-Each model is compiled once per configuration by ``planner.compile.compile_model``; all
+Each model is compiled once per configuration by ``planner.tvm.compile.compile_model``; all
 builds of one model are timed in the same interleaved rounds, so latency ratios come from
 one run. Figures are ratios to ``tvm-stock`` measured in that run.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.compile import STOCK, compile_model  # noqa: E402
-from planner.zoo import ModelSource  # noqa: E402
+from planner.tvm.compile import STOCK, compile_model  # noqa: E402
+from planner.tvm.zoo import ModelSource  # noqa: E402
 
 RESNET18 = ModelSource("zoo:resnet18", {"resolution": 224, "width": 1.0})
 DENSENET = ModelSource("zoo:densenet", {"classes": 10})

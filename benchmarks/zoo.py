@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.compile import compile_model  # noqa: E402
-from planner.zoo import ModelSource  # noqa: E402
+from planner.tvm.compile import compile_model  # noqa: E402
+from planner.tvm.zoo import ModelSource  # noqa: E402
 
 STRATEGIES = ["tvm-stock", "none", "greedy-by-size"]
 

@@ -17,6 +17,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
+from dashboard import queue
 from dashboard.models import (
     Alert,
     ApiToken,
@@ -32,14 +33,21 @@ from dashboard.models import (
     Strategy,
     WebhookDelivery,
 )
+from planner.report import StrategyReport
 
 log = logging.getLogger(__name__)
 
 
-def track_repository(name: str, clone_url: str, default_branch: str = "main") -> Repository:
-    repository, _ = Repository.objects.update_or_create(
-        name=name, defaults={"clone_url": clone_url, "default_branch": default_branch}
-    )
+def track_repository(
+    name: str, clone_url: str, default_branch: str = "main", *, trust: str | None = None,
+    webhook_secret: str | None = None,
+) -> Repository:
+    defaults = {"clone_url": clone_url, "default_branch": default_branch}
+    if trust is not None:
+        defaults["trust"] = trust
+    if webhook_secret is not None:
+        defaults["webhook_secret"] = webhook_secret
+    repository, _ = Repository.objects.update_or_create(name=name, defaults=defaults)
     return repository
 
 
@@ -76,22 +84,41 @@ def register_board(name: str, *, kind: str = Board.Kind.CPU, target: str = "llvm
 
 
 def start_run(
-    commit: Commit, *, trigger: str = "manual", pull_request: PullRequest | None = None
+    commit: Commit,
+    *,
+    trigger: str = "manual",
+    pull_request: PullRequest | None = None,
+    approved: bool = True,
 ) -> Run:
-    """Create a queued Run for ``commit`` and hand it to the workers."""
-    from workers.tasks import plan_run
-
+    """Create a Run for ``commit`` and hand it to the workers, or, when not ``approved`` (a
+    pull request from outside), hold it until a maintainer approves it."""
     run = Run.objects.create(
-        repository=commit.repository, commit=commit, trigger=trigger, pull_request=pull_request
+        repository=commit.repository, commit=commit, trigger=trigger, pull_request=pull_request,
+        status=Run.Status.QUEUED if approved else Run.Status.AWAITING_APPROVAL,
     )
-    # The worker must see the row: queue only once the transaction is committed.
-    transaction.on_commit(lambda: plan_run.delay(run.pk))
-    if commit.repository.notifies_github:
-        from workers.tracking import notify_run
-
-        # A pending commit status, so the pull request shows the check from the start.
-        transaction.on_commit(lambda: notify_run.delay(run.pk))
+    if approved:
+        _queue_run(run)
     return run
+
+
+def _queue_run(run: Run) -> None:
+    # The worker must see the row: queue only once the transaction is committed.
+    transaction.on_commit(lambda: queue.send(queue.PLAN_RUN, run.pk))
+    if run.repository.notifies_github:
+        # A pending commit status, so the pull request shows the check from the start.
+        transaction.on_commit(lambda: queue.send(queue.NOTIFY_RUN, run.pk))
+
+
+def approve_run(run: Run, *, by: str) -> bool:
+    """Let a held run go to the workers; False when it was not waiting."""
+    approved = Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_APPROVAL).update(
+        status=Run.Status.QUEUED, approved_by=by[:150], approved_at=timezone.now()
+    )
+    if approved:
+        run.refresh_from_db()
+        append_log(run, f"approved by {by}")
+        _queue_run(run)
+    return bool(approved)
 
 
 def begin_run(run: Run, *, models: Iterable[tuple[str, str]], strategies: Iterable[str],
@@ -119,41 +146,51 @@ def append_log(run: Run, line: str) -> None:
 
 
 def record_result(
-    run: Run, *, model: str, strategy: str, board: str, report: dict, cache_key: str = ""
+    run: Run, *, model: str, strategy: str, board: str, report: StrategyReport,
+    cache_key: str = "",
 ) -> Result:
     """Store one finished model x strategy x board; count it once even if redelivered."""
+    latency = report.latency_ms or {}
+    details = {
+        "tolerance": report.tolerance,
+        "plan_seconds": report.plan_seconds,
+        "model_source": report.model_source,
+        "measured": report.measured,
+        "kernel_workspace_bytes": report.kernel_workspace_bytes,
+        "kernel_workspace_source": report.kernel_workspace_source,
+        "kernel_stack_bytes": report.kernel_stack_bytes,
+        "peak": report.peak,
+        "rewrites": report.rewrites,
+        "shape_bounds": report.shape_bounds,
+    }
+    if report.board is not None:
+        details["board"] = report.board.to_json()
+        details["over_capacity"] = report.over_capacity
     fields = {
         "cache_key": cache_key,
         "reused_from": None,
         "commit_id": run.commit_id,
-        "status": Result.Status.OK if not report.get("error") else Result.Status.FAILED,
-        "planned_bytes": report.get("planned_bytes"),
-        "intermediate_bytes": report.get("intermediate_bytes"),
-        "output_bytes": report.get("output_bytes"),
-        "measured_peak_bytes": report.get("measured_peak_bytes"),
-        "lower_bound_bytes": report.get("lower_bound_bytes"),
-        "latency_median_ms": (report.get("latency_ms") or {}).get("median"),
-        "latency_p90_ms": (report.get("latency_ms") or {}).get("p90"),
-        "latency_samples_ms": (report.get("latency_ms") or {}).get("samples", []),
-        "outputs_match": report.get("outputs_match"),
-        "max_abs_diff": _finite(report.get("max_abs_diff")),
-        "compile_seconds": report.get("compile_seconds"),
-        "proven_optimal": report.get("proven_optimal"),
-        "tvm_version": report.get("tvm_version", ""),
-        "target": report.get("target", ""),
-        "environment": report.get("environment", {}),
-        "details": {
-            k: report[k]
-            for k in ("tolerance", "plan_seconds", "model_source", "measured",
-                      "kernel_workspace_bytes", "kernel_workspace_source",
-                      "kernel_stack_bytes", "peak", "rewrites",
-                      "shape_bounds", "board", "over_capacity")
-            if k in report
-        },
-        "error": report.get("error") or "",
+        "status": Result.Status.OK if report.ok else Result.Status.FAILED,
+        "planned_bytes": report.planned_bytes,
+        "intermediate_bytes": report.intermediate_bytes,
+        "output_bytes": report.output_bytes,
+        "measured_peak_bytes": report.measured_peak_bytes,
+        "lower_bound_bytes": report.lower_bound_bytes,
+        "latency_median_ms": latency.get("median"),
+        "latency_p90_ms": latency.get("p90"),
+        "latency_samples_ms": latency.get("samples", []),
+        "outputs_match": report.outputs_match,
+        "max_abs_diff": _finite(report.max_abs_diff),
+        "compile_seconds": report.compile_seconds,
+        "proven_optimal": report.proven_optimal,
+        "tvm_version": report.tvm_version,
+        "target": report.target,
+        "environment": report.environment,
+        "details": details,
+        "error": report.error or "",
     }
     result = _store_result(run, model=model, strategy=strategy, board=board, fields=fields)
-    for name, path in (report.get("artifacts") or {}).items():
+    for name, path in report.artifacts.items():
         attach_artifact(result, name, Path(path))
     return result
 
@@ -257,8 +294,6 @@ def finish_run(run: Run, *, error: str = "") -> None:
 
 
 def _after_run(run: Run) -> None:
-    from workers.tracking import notify_run
-
     run = Run.objects.select_related("repository", "commit", "pull_request").get(pk=run.pk)
     to_notify = [run]
     if run.status == Run.Status.SUCCEEDED:
@@ -273,7 +308,7 @@ def _after_run(run: Run) -> None:
             # A bug in detection must not undo a finished run; the log says what happened.
             log.exception("regression detection failed for run %s", run.pk)
     for each in to_notify:
-        transaction.on_commit(lambda pk=each.pk: notify_run.delay(pk))
+        transaction.on_commit(lambda pk=each.pk: queue.send(queue.NOTIFY_RUN, pk))
 
 
 def _runs_waiting_for_base(run: Run) -> list[Run]:
@@ -343,13 +378,17 @@ def record_pull_request(
     head_sha: str,
     base_ref: str = "",
     base_sha: str = "",
+    author: str = "",
+    author_association: str = "",
+    from_fork: bool = False,
 ) -> PullRequest:
     pull_request, _ = PullRequest.objects.update_or_create(
         repository=repository,
         number=number,
         defaults={
             "title": title, "url": url, "head_ref": head_ref, "head_sha": head_sha,
-            "base_ref": base_ref, "base_sha": base_sha,
+            "base_ref": base_ref, "base_sha": base_sha, "author": author,
+            "author_association": author_association, "from_fork": from_fork,
         },
     )
     return pull_request
@@ -361,7 +400,8 @@ def remember_pull_request_comment(pull_request: PullRequest, comment_id: int) ->
 
 
 def ensure_run(
-    commit: Commit, *, trigger: str, pull_request: PullRequest | None = None
+    commit: Commit, *, trigger: str, pull_request: PullRequest | None = None,
+    approved: bool = True,
 ) -> tuple[Run, bool]:
     """The commit's run, started now unless one is queued, running or succeeded.
 
@@ -373,7 +413,7 @@ def ensure_run(
     existing = runs.first()
     if existing is not None:
         return existing, False
-    return start_run(commit, trigger=trigger, pull_request=pull_request), True
+    return start_run(commit, trigger=trigger, pull_request=pull_request, approved=approved), True
 
 
 def log_delivery(

@@ -13,20 +13,15 @@ Tokens are created with ``manage.py create_api_token`` and stored as SHA-256 has
 from __future__ import annotations
 
 import json
-import logging
 import re
 
-from django.conf import settings
 from django.db import transaction
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from dashboard import actions
+from dashboard import actions, queue
 from dashboard.models import Commit, Repository, Run
-from workers import gitrepo
-
-log = logging.getLogger(__name__)
 
 HEX = re.compile(r"^[0-9a-f]{7,40}$")
 BRANCH = re.compile(r"^[\w./-]{1,200}$")
@@ -73,10 +68,8 @@ def trigger_run(request):
     if len(known) == 1:
         run = actions.start_run(known[0], trigger="api")
         return JsonResponse(_described(run), status=202)
-    from workers.tracking import trigger_run as trigger_task
-
     rev = sha or branch
-    transaction.on_commit(lambda: trigger_task.delay(repository.pk, rev, branch, "api"))
+    transaction.on_commit(lambda: queue.send(queue.TRIGGER_RUN, repository.pk, rev, branch, "api"))
     return JsonResponse(
         {"status": "resolving", "repository": repository.name, "rev": rev, "branch": branch},
         status=202,
@@ -91,17 +84,3 @@ def _described(run: Run) -> dict:
         "commit": run.commit.sha,
         "progress_url": f"/runs/{run.pk}/progress.json",
     }
-
-
-def run_revision(repository: Repository, rev: str, *, branch: str = "", trigger: str = "api"):
-    """Resolve ``rev`` in the mirror, record it (with its recent history) and run it."""
-    from dashboard.webhooks.github import record_history
-
-    try:
-        mirror = gitrepo.mirror(repository.clone_url, settings.PEAKWATCH["WORK_DIR"])
-        sha = gitrepo.resolve(mirror, rev)
-        commit = record_history(repository, mirror, sha, branch or ("" if HEX.match(rev) else rev))
-    except gitrepo.GitError as exc:
-        log.warning("cannot run %s of %s: %s", rev, repository, exc)
-        return None
-    return actions.start_run(commit, trigger=trigger)

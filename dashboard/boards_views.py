@@ -6,11 +6,11 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.conf import settings
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from dashboard import queue
 from dashboard.models import Board, Run
 
 log = logging.getLogger(__name__)
@@ -48,31 +48,13 @@ class BoardHealth:
             "current_run": self.current_run.pk if self.current_run else None,
             "host": info.get("host"),
             "versions": info.get("versions", {}),
+            "sandbox": info.get("sandbox"),
         }
-
-
-def queue_depths(queues: list[str]) -> dict[str, int]:
-    """Messages waiting in each queue (``LLEN``), when the broker is Redis; else nothing."""
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith(("redis://", "rediss://")) or not queues:
-        return {}
-    import redis
-
-    try:
-        client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-        with client.pipeline(transaction=False) as pipe:
-            for queue in queues:
-                pipe.llen(queue)
-            return dict(zip(queues, pipe.execute(), strict=True))
-    except redis.RedisError as exc:
-        # The page still shows what the database knows.
-        log.warning("no queue depths from the broker: %s", exc)
-        return {}
 
 
 def board_health() -> list[BoardHealth]:
     board_list = list(Board.objects.all())
-    depths = queue_depths([b.queue for b in board_list])
+    depths = queue.depths([b.queue for b in board_list])
     running = {b.pk: (b.info or {}).get("current_run") for b in board_list}
     running = {pk: run for pk, run in running.items() if run}
     runs = Run.objects.select_related("commit", "repository").in_bulk(running.values())

@@ -92,17 +92,13 @@ class ComparisonRow:
 
 def results_of(commit: Commit) -> dict[tuple[str, str, str], Result]:
     """The newest successful Result of every series at ``commit``."""
-    newest: dict[tuple[str, str, str], Result] = {}
     rows = (
         Result.objects.for_commit(commit)
-        .succeeded()
         .select_related("model", "strategy", "board", "commit")
         .prefetch_related("artifacts")
-        .order_by("id")
+        .newest_by_series()
     )
-    for result in rows:
-        newest[(result.model.name, result.strategy.name, result.board.name)] = result
-    return newest
+    return {(r.model.name, r.strategy.name, r.board.name): r for r in rows.values()}
 
 
 def compare_commits(base: Commit, head: Commit) -> list[ComparisonRow]:

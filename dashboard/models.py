@@ -14,7 +14,6 @@ from dashboard.querysets import (
     CommitQuerySet,
     ResultQuerySet,
     RunQuerySet,
-    WebhookDeliveryQuerySet,
 )
 
 
@@ -47,6 +46,15 @@ class Repository(models.Model):
     github_token = models.CharField(max_length=200, blank=True)
     slack_webhook_url = models.URLField(max_length=500, blank=True)
 
+    class Trust(models.TextChoices):
+        # Whose pull requests run without a maintainer's approval. Their code (models,
+        # pipelines, planners) runs sandboxed either way; approval decides whether it runs.
+        COLLABORATORS = "collaborators", "Collaborators (OWNER, MEMBER, COLLABORATOR)"
+        EVERYONE = "everyone", "Everyone"
+        NOBODY = "nobody", "Nobody: every pull request waits for approval"
+
+    trust = models.CharField(max_length=20, choices=Trust.choices, default=Trust.COLLABORATORS)
+
     class Meta:
         verbose_name_plural = "repositories"
         ordering = ["name"]
@@ -68,6 +76,17 @@ class Repository(models.Model):
     @property
     def notifies_github(self) -> bool:
         return bool(self.github_repository and self.github_token)
+
+    #: GitHub's author_association values of people with write access.
+    TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
+
+    def trusts(self, *, author_association: str, from_fork: bool) -> bool:
+        """Whether a pull request with this author and origin runs without approval."""
+        if self.trust == self.Trust.EVERYONE:
+            return True
+        if self.trust == self.Trust.NOBODY:
+            return False
+        return not from_fork and author_association in self.TRUSTED_ASSOCIATIONS
 
 
 class Commit(models.Model):
@@ -167,13 +186,17 @@ class Board(models.Model):
 
     @property
     def queue(self) -> str:
-        return f"board.{self.name}"
+        from dashboard.queue import board_queue
+
+        return board_queue(self.name)
 
 
 class Run(models.Model):
     """One commit's suite: every model x strategy x board in its manifest."""
 
     class Status(models.TextChoices):
+        #: A pull request from outside: nothing of it runs before a maintainer approves.
+        AWAITING_APPROVAL = "awaiting-approval", "awaiting approval"
         QUEUED = "queued"
         RUNNING = "running"
         SUCCEEDED = "succeeded"
@@ -193,6 +216,8 @@ class Run(models.Model):
     pull_request = models.ForeignKey(
         "PullRequest", on_delete=models.SET_NULL, null=True, blank=True, related_name="runs"
     )
+    approved_by = models.CharField(max_length=150, blank=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
 
     objects = RunQuerySet.as_manager()
 
@@ -209,6 +234,10 @@ class Run(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+
+    @property
+    def awaits_approval(self) -> bool:
+        return self.status == self.Status.AWAITING_APPROVAL
 
     @property
     def progress_percent(self) -> int:
@@ -350,6 +379,9 @@ class PullRequest(models.Model):
     comment_id = models.BigIntegerField(
         null=True, blank=True, help_text="Our summary comment, edited on later pushes."
     )
+    author = models.CharField(max_length=200, blank=True)
+    author_association = models.CharField(max_length=50, blank=True)
+    from_fork = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -480,7 +512,6 @@ class WebhookDelivery(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
     processed_at = models.DateTimeField(null=True, blank=True)
 
-    objects = WebhookDeliveryQuerySet.as_manager()
 
     class Meta:
         constraints = [

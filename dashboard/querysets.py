@@ -23,9 +23,6 @@ class CommitQuerySet(models.QuerySet):
 
 
 class RunQuerySet(models.QuerySet):
-    def active(self):
-        return self.filter(status__in=["queued", "running"])
-
     def newest_first(self):
         return self.order_by("-created_at", "-id")
 
@@ -46,12 +43,6 @@ class RunQuerySet(models.QuerySet):
 class ResultQuerySet(models.QuerySet):
     def for_model(self, model):
         return self.filter(model=model)
-
-    def for_strategy(self, strategy):
-        return self.filter(strategy=strategy)
-
-    def on_board(self, board):
-        return self.filter(board=board)
 
     def on_branch(self, branch: str):
         return self.filter(commit__branch=branch)
@@ -90,9 +81,6 @@ class ResultQuerySet(models.QuerySet):
     def for_commit(self, commit):
         return self.filter(commit=commit)
 
-    def in_series(self, model_id: int, strategy_id: int, board_id: int):
-        return self.filter(model_id=model_id, strategy_id=strategy_id, board_id=board_id)
-
     def cached(self, cache_key: str, board: str):
         """Successful compiles with ``cache_key`` on the board named ``board``, oldest first.
 
@@ -102,6 +90,14 @@ class ResultQuerySet(models.QuerySet):
         return self.succeeded().filter(
             cache_key=cache_key, board__name=board, reused_from__isnull=True
         ).order_by("id")
+
+    def newest_by_series(self) -> dict[tuple[int, int, int], object]:
+        """The newest successful Result of each (model, strategy, board) id triple among
+        these; of one commit run twice, the later run's. Meant for one commit's results."""
+        newest = {}
+        for result in self.succeeded().order_by("id"):
+            newest[(result.model_id, result.strategy_id, result.board_id)] = result
+        return newest
 
     def latest_per_series(self):
         """The newest successful Result of every model x strategy x board.
@@ -173,11 +169,3 @@ class AlertQuerySet(models.QuerySet):
         ):
             groups.setdefault(alert.commit_id, (alert.commit, []))[1].append(alert)
         return list(groups.values())
-
-
-class WebhookDeliveryQuerySet(models.QuerySet):
-    def accepted(self):
-        return self.filter(accepted=True)
-
-    def with_guid(self, guid: str):
-        return self.filter(guid=guid)

@@ -35,6 +35,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "dashboard",
+    # Worker-side management commands (bisect); the web process never imports its tasks.
+    "workers",
 ]
 
 MIDDLEWARE = [
@@ -161,6 +163,14 @@ PEAKWATCH = {
     # Timing repeats per strategy; each is one interleaved round over all strategies.
     "LATENCY_REPEAT": envint("PEAKWATCH_LATENCY_REPEAT", 5),
     "WORK_DIR": DATA_DIR / "work",
+    # Limits of the sandboxed process that compiles a model with a tracked repository's
+    # code (workers/sandbox.py): address space, CPU seconds, largest file, wall clock.
+    "SANDBOX": {
+        "MEMORY_BYTES": envint("PEAKWATCH_SANDBOX_MEMORY_BYTES", 8 << 30),
+        "CPU_SECONDS": envint("PEAKWATCH_SANDBOX_CPU_SECONDS", 1800),
+        "FILE_BYTES": envint("PEAKWATCH_SANDBOX_FILE_BYTES", 2 << 30),
+        "WALL_SECONDS": envint("PEAKWATCH_SANDBOX_WALL_SECONDS", 1800),
+    },
 }
 
 # The boards this worker serves beyond cpu and cuda, as a JSON object by board name (rpc

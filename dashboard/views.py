@@ -5,10 +5,9 @@ from __future__ import annotations
 import io
 import logging
 import zipfile
-from dataclasses import dataclass, field
 
 from django.core.cache import cache
-from django.db.models import Exists, Max, OuterRef, Subquery
+from django.db.models import Exists, Max, OuterRef
 from django.http import FileResponse, Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -17,9 +16,8 @@ from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
-from dashboard import compare
-from dashboard.models import Alert, Artifact, Board, Commit, Model, Repository, Result, Run
-from dashboard.sparklines import Sparkline, sparkline
+from dashboard import compare, overview
+from dashboard.models import Alert, Artifact, Board, Commit, Model, Result, Run
 from dashboard.trends import HISTORY_ROWS, TREND_CACHE_SECONDS, trend
 
 log = logging.getLogger(__name__)
@@ -29,33 +27,6 @@ ZIP_CHUNK = 1 << 16
 #: Open alerts listed on the overview at most; the alerts page has them all.
 OPEN_ALERTS = 20
 OVERVIEW_CACHE_SECONDS = 60
-#: Commits a sparkline on the overview spans.
-SPARK_COMMITS = 30
-
-
-@dataclass
-class LatestCell:
-    """The newest result of one series, and its planned bytes over the last commits."""
-
-    result: Result
-    sparkline: Sparkline | None = None
-
-
-@dataclass
-class LatestRow:
-    """One model on one board, with its newest result under each strategy."""
-
-    model: Model
-    board: Board
-    cells: list[LatestCell | None] = field(default_factory=list)
-
-
-@dataclass
-class RepositoryOverview:
-    repository: Repository
-    strategies: list[str]
-    rows: list[LatestRow]
-    untested_models: list[Model]
 
 
 @require_GET
@@ -73,7 +44,7 @@ def home(request):
     if overviews_html is None:
         overviews_html = render_to_string(
             "dashboard/_overviews.html",
-            {"overviews": _overviews(), "spark_commits": SPARK_COMMITS},
+            {"overviews": overview.repository_overviews(), "spark_commits": overview.SPARK_COMMITS},
             request=request,
         )
         cache.set(key, overviews_html, OVERVIEW_CACHE_SECONDS)
@@ -95,72 +66,6 @@ def home(request):
             "more_alerts": len(alerts) == OPEN_ALERTS,
         },
     )
-
-
-def _overviews() -> list[RepositoryOverview]:
-    latest = Result.objects.latest_per_series().select_related(
-        "model", "strategy", "board", "commit", "run"
-    )
-    by_repository: dict[int, dict[tuple[int, int], dict[str, Result]]] = {}
-    for result in latest:
-        series = by_repository.setdefault(result.model.repository_id, {})
-        series.setdefault((result.model_id, result.board_id), {})[result.strategy.name] = result
-    overviews = []
-    for repository in Repository.objects.prefetch_related("models"):
-        series = by_repository.get(repository.pk, {})
-        lines = _recent_planned_bytes(repository) if series else {}
-        strategies = sorted({name for cells in series.values() for name in cells})
-        models = {model.pk: model for model in repository.models.all()}
-        rows = []
-        for (model_id, _), cells in series.items():
-            board = next(iter(cells.values())).board
-            row = LatestRow(models[model_id], board)
-            for name in strategies:
-                result = cells.get(name)
-                if result is None:
-                    row.cells.append(None)
-                    continue
-                values = lines.get((result.model_id, result.strategy_id, result.board_id))
-                row.cells.append(LatestCell(result, sparkline(values) if values else None))
-            rows.append(row)
-        rows.sort(key=lambda row: (row.model.name, row.board.name))
-        tested = {row.model.pk for row in rows}
-        overviews.append(
-            RepositoryOverview(
-                repository,
-                strategies,
-                rows,
-                [model for model in models.values() if model.pk not in tested],
-            )
-        )
-    return overviews
-
-
-def _recent_planned_bytes(repository: Repository) -> dict[tuple[int, int, int], list]:
-    """Planned bytes of every series over the repository's last commits on its default
-    branch, oldest first, None where a series has no result; one query."""
-    recent = (
-        Commit.objects.for_repository(repository)
-        .on_branch(repository.default_branch)
-        .order_by("-committed_at", "-id")
-        .values("id")[:SPARK_COMMITS]
-    )
-    rows = (
-        Result.objects.succeeded()
-        .filter(commit_id__in=Subquery(recent))
-        .order_by("commit__committed_at", "commit_id", "id")
-        .values_list("model_id", "strategy_id", "board_id", "commit_id", "planned_bytes")
-    )
-    by_series: dict[tuple[int, int, int], dict[int, int | None]] = {}
-    order: dict[int, int] = {}
-    for model_id, strategy_id, board_id, commit_id, planned in rows:
-        order.setdefault(commit_id, len(order))
-        # In id order: a commit run twice keeps its newest result.
-        by_series.setdefault((model_id, strategy_id, board_id), {})[commit_id] = planned
-    return {
-        key: [values.get(commit_id) for commit_id in order]
-        for key, values in by_series.items()
-    }
 
 
 @require_GET
@@ -256,16 +161,13 @@ def _parent_results(commit: Commit) -> dict[tuple[int, int, int], Result]:
     """The newest successful result of every series at ``commit``'s parent; one query."""
     if not commit.parent_sha:
         return {}
-    parents: dict[tuple[int, int, int], Result] = {}
-    rows = (
-        Result.objects.succeeded()
-        .filter(commit__repository_id=commit.repository_id, commit__sha=commit.parent_sha)
+    return (
+        Result.objects.filter(
+            commit__repository_id=commit.repository_id, commit__sha=commit.parent_sha
+        )
         .select_related("commit")
-        .order_by("id")
+        .newest_by_series()
     )
-    for result in rows:
-        parents[(result.model_id, result.strategy_id, result.board_id)] = result
-    return parents
 
 
 @require_GET

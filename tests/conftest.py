@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dashboard.demo import create_demo_repository
+from planner.report import StrategyReport
 
 
 @pytest.fixture(autouse=True)
@@ -24,13 +25,15 @@ def demo_repository_path(tmp_path):
     return path
 
 
-def fake_report(planned: int, latency: float, **extra) -> dict:
-    """A report shaped like ``planner.compile.StrategyReport.to_json()``.
+def fake_report(planned: int, latency: float, **extra) -> StrategyReport:
+    """A :class:`planner.report.StrategyReport` with plausible figures.
 
     For page and API tests that need many results quickly; the pipeline itself is
     exercised for real in tests/workers and tests/tvm.
     """
-    return {
+    return StrategyReport.from_json({
+        "model": "model",
+        "strategy": "strategy",
         "planned_bytes": planned,
         "intermediate_bytes": planned - 1024,
         "output_bytes": 1024,
@@ -43,7 +46,12 @@ def fake_report(planned: int, latency: float, **extra) -> dict:
         "target": "llvm",
         "environment": {"machine": "x86_64"},
         **extra,
-    }
+    })
+
+
+def report_of(**fields) -> StrategyReport:
+    """A report with only ``fields`` set (a failed one: ``report_of(error="...")``)."""
+    return StrategyReport(model="model", strategy="strategy", **fields)
 
 
 @pytest.fixture

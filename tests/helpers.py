@@ -6,8 +6,7 @@ import os
 import signal
 import subprocess
 
-from dashboard import actions
-from workers import gitrepo
+from dashboard import actions, gitrepo
 
 
 def record_head(path, name: str = "tiny"):
@@ -29,3 +28,23 @@ def stop_process_group(proc: subprocess.Popen, timeout: float) -> None:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def hold_planned_runs(monkeypatch) -> list[int]:
+    """Keep runs from compiling: the ids of runs handed to the workers, in order.
+
+    Every other task (webhook processing, notifications) still runs, in process.
+    """
+    from dashboard import queue
+
+    started: list[int] = []
+    send = queue.send
+
+    def hold(name, *args, **kwargs):
+        if name == queue.PLAN_RUN:
+            started.append(args[0])
+        else:
+            send(name, *args, **kwargs)
+
+    monkeypatch.setattr(queue, "send", hold)
+    return started

@@ -10,11 +10,13 @@ same as one already compiled (or one in the compile cache) cost nothing.
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workers import compile_cache, gitrepo, manifest
+from dashboard import gitrepo
+from workers import compile_cache, manifest
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +63,26 @@ def first_change(count: int, differs: Callable[[int], bool]) -> int | None:
     return high
 
 
-def compile_planned_bytes(entry: manifest.ModelEntry, strategy: str, target: str) -> int | None:
-    from planner.compile import compile_model
-    from planner.zoo import ModelSource
+def compile_planned_bytes(
+    entry: manifest.ModelEntry, strategy: str, target: str, *, mirror: Path, sha: str,
+    suite: manifest.Suite,
+) -> int | None:
+    """Compile only, in the sandbox, with the commit's tree (the repository's code runs)."""
+    from workers.boards.base import BoardRunner, CompileJob
+    from workers.boards.config import BoardConfig
 
-    [report] = compile_model(
-        ModelSource(entry.source, entry.params), [strategy], model_name=entry.name,
-        target=target, repeat=0, memory_configs=(),
-    )
+    runner = BoardRunner(BoardConfig(name="bisect", kind="cpu", target=target))
+    with tempfile.TemporaryDirectory(prefix="peakwatch-bisect-") as scratch:
+        tree = None
+        if suite.reads_repository:
+            tree = gitrepo.checkout(mirror, sha, Path(scratch) / "tree")
+        artifacts = Path(scratch) / "out"
+        artifacts.mkdir()
+        [report] = runner.compile(CompileJob(
+            model_name=entry.name, source=entry.source, params=entry.params,
+            strategies=[strategy], artifacts_dir=artifacts, repeat=0, tree=tree,
+            pipeline=suite.pipeline, options={"memory_configs": []},
+        ))
     if report.error:
         raise RuntimeError(report.error)
     return report.planned_bytes
@@ -83,7 +97,7 @@ def bisect(
     strategy: str = "greedy-by-size",
     target: str = "llvm",
     cached: Callable[[str], int | None] = lambda key: None,
-    compile: Callable[[manifest.ModelEntry, str, str], int | None] = compile_planned_bytes,
+    compile: Callable[..., int | None] = compile_planned_bytes,
 ) -> Bisection:
     good_sha, bad_sha = gitrepo.resolve(mirror, good), gitrepo.resolve(mirror, bad)
     shas = [good_sha, *gitrepo.rev_list(mirror, good_sha, bad_sha)]
@@ -98,13 +112,14 @@ def bisect(
         sha = shas[index]
         try:
             text = gitrepo.read_file(mirror, sha, manifest.MANIFEST_PATH)
-            entry = next(m for m in manifest.parse(text).models if m.name == model)
+            suite = manifest.parse(text)
+            entry = next(m for m in suite.models if m.name == model)
         except (gitrepo.GitError, manifest.ManifestError, StopIteration) as exc:
             detail = str(exc) or f"{model} is not in the manifest"
             outcome.probes.append(Probe(sha, None, "missing", detail))
             values[index] = None
             return None
-        content = compile_cache.model_content_hash(entry, mirror, sha)
+        content = compile_cache.model_content_hash(entry, suite, mirror, sha)
         if content is not None and content in by_content:
             planned, how = by_content[content], "same content"
         else:
@@ -112,7 +127,8 @@ def bisect(
             planned = cached(key) if key else None
             how = "cache"
             if planned is None:
-                planned, how = compile(entry, strategy, target), "compiled"
+                planned = compile(entry, strategy, target, mirror=mirror, sha=sha, suite=suite)
+                how = "compiled"
             if content is not None:
                 by_content[content] = planned
         outcome.probes.append(Probe(sha, planned, how))

@@ -1,13 +1,11 @@
-"""The compile cache: a model whose content did not change is not compiled again.
+"""The compile cache: a model whose inputs did not change is not compiled again.
 
-A compile is identified by the content of the model (for ``zoo:`` sources the source and its
-parameters, for file sources git's hash of the file at the commit), the strategy, the TVM
-version, the target, and the planner code that builds and plans it. Two Results with the
-same key on the same board would measure the same thing, so the later one copies the
-earlier one's figures and artifacts (``Result.reused_from``).
-
-Limits: a Python factory that imports other files of the tracked repository is hashed by its
-own file only.
+A compile is identified by what it reads and how it is built: the manifest's entry for the
+model (source and parameters), the pipeline, the repository's content that the suite reads
+(the whole tree by default, only ``[suite] inputs`` when listed; nothing for a suite of zoo
+models), the strategy, the TVM version, the target, and the planner code that builds and
+plans it. Two Results with the same key on the same board would measure the same thing, so
+the later one copies the earlier one's figures and artifacts (``Result.reused_from``).
 """
 
 from __future__ import annotations
@@ -17,8 +15,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from workers import gitrepo
-from workers.manifest import ModelEntry
+from dashboard import gitrepo
+from workers.manifest import ModelEntry, Suite
 
 PLANNER_DIR = Path(__file__).resolve().parent.parent / "planner"
 
@@ -33,26 +31,30 @@ def planner_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def model_content_hash(entry: ModelEntry, repo: Path | None = None, sha: str = "") -> str | None:
-    """What the model is made of, as a hash; None when it cannot be known (no caching)."""
+def model_content_hash(
+    entry: ModelEntry, suite: Suite | None = None, repo: Path | None = None, sha: str = ""
+) -> str | None:
+    """What the model's compile reads, as a hash; None when it cannot be known (no caching)."""
     digest = hashlib.sha256()
-    digest.update(json.dumps({"source": entry.source, "params": entry.params},
-                             sort_keys=True, default=str).encode())
-    if entry.source.startswith("zoo:"):
+    pipeline = suite.pipeline if suite else ""
+    digest.update(json.dumps({"source": entry.source, "params": entry.params,
+                              "pipeline": pipeline}, sort_keys=True, default=str).encode())
+    reads_repository = not entry.is_zoo or (suite is not None and suite.reads_repository)
+    if not reads_repository:
         return digest.hexdigest()
-    path = entry.source
-    file_part, sep, factory = path.rpartition(":")
-    if sep and file_part.endswith(".py") and factory.isidentifier():
-        path = file_part
-    blob = gitrepo.blob_id(repo, sha, path) if repo is not None and sha else None
-    if blob is not None:
-        digest.update(blob.encode())
-        return digest.hexdigest()
-    local = Path(path).expanduser()
-    if local.is_file():
-        digest.update(hashlib.sha256(local.read_bytes()).hexdigest().encode())
-        return digest.hexdigest()
-    return None
+    if repo is None or not sha:
+        return None
+    inputs = list(suite.inputs) if suite else []
+    if inputs and entry.path is not None and not any(
+        entry.path == p.rstrip("/") or entry.path.startswith(p.rstrip("/") + "/") for p in inputs
+    ):
+        # The model's own file always counts, listed or not.
+        inputs.append(entry.path)
+    try:
+        digest.update(gitrepo.content_id(repo, sha, inputs).encode())
+    except gitrepo.GitError:
+        return None
+    return digest.hexdigest()
 
 
 def cache_key(content_hash: str, strategy: str, tvm_version: str, target: str) -> str:
@@ -63,6 +65,6 @@ def cache_key(content_hash: str, strategy: str, tvm_version: str, target: str) -
 
 
 def tvm_version() -> str:
-    import tvm
+    from planner.tvm.host import tvm_version as version
 
-    return tvm.__version__
+    return version()

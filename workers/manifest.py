@@ -1,24 +1,37 @@
 """The suite manifest a tracked repository commits: ``peakwatch.toml``.
 
     [suite]
-    strategies = ["tvm-stock", "none", "greedy-by-size"]
+    strategies = ["tvm-stock", "none", "greedy-by-size", "repo:planning/mine.py:plan"]
     boards = ["cpu"]
+    pipeline = "compile/pipeline.py:passes"     # optional: Relax passes run before planning
+    inputs = ["models/", "weights/"]            # optional: what the models read (cache key)
 
     [[models]]
     name = "small-cnn"
     source = "zoo:small_cnn"
     params = { channels = 16, resolution = 32 }
+
+    [[models]]
+    name = "my-net"
+    source = "models/net.py:build"              # a file of this repository, at this commit
+
+Paths are relative to the repository: absolute paths and paths that leave the tree are
+refused here, before anything runs.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 MANIFEST_PATH = "peakwatch.toml"
 DEFAULT_STRATEGIES = ("tvm-stock", "none", "greedy-by-size")
 DEFAULT_BOARDS = ("cpu",)
+#: Model names appear in URLs and file names: letters, digits, ``-``, ``_`` and ``.``.
+MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class ManifestError(ValueError):
@@ -31,16 +44,62 @@ class ModelEntry:
     source: str
     params: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def is_zoo(self) -> bool:
+        return self.source.startswith("zoo:")
+
+    @property
+    def path(self) -> str | None:
+        """The repository file the model is read from; None for zoo models."""
+        if self.is_zoo:
+            return None
+        file_part, sep, factory = self.source.rpartition(":")
+        if sep and file_part.endswith(".py") and factory.isidentifier():
+            return file_part
+        return self.source
+
 
 @dataclass(frozen=True)
 class Suite:
     models: tuple[ModelEntry, ...]
     strategies: tuple[str, ...]
     boards: tuple[str, ...]
+    pipeline: str = ""
+    #: Paths whose content the models read; empty means the whole tree.
+    inputs: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
         return len(self.models) * len(self.strategies) * len(self.boards)
+
+    @property
+    def reads_repository(self) -> bool:
+        """Whether any model, the pipeline or a planner comes from the repository's files."""
+        return bool(
+            self.pipeline
+            or any(not m.is_zoo for m in self.models)
+            or any(s.startswith("repo:") for s in self.strategies)
+        )
+
+
+def check_relative(path: str, what: str) -> str:
+    """``path`` if it stays inside the repository; ManifestError otherwise."""
+    pure = PurePosixPath(path)
+    if not path or pure.is_absolute() or path.startswith("~") or ".." in pure.parts:
+        raise ManifestError(
+            f"{what} {path!r}: paths are relative to the repository and stay inside it"
+        )
+    return path
+
+
+def _spec(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ManifestError(f"{what} must be path/to/file.py:function")
+    path, sep, function = value.rpartition(":")
+    if not sep or not path.endswith(".py") or not function.isidentifier():
+        raise ManifestError(f"{what} {value!r}: expected path/to/file.py:function")
+    check_relative(path, what)
+    return value
 
 
 def parse(text: str, known_strategies: list[str] | None = None) -> Suite:
@@ -51,18 +110,40 @@ def parse(text: str, known_strategies: list[str] | None = None) -> Suite:
     suite = data.get("suite", {})
     if not isinstance(suite, dict):
         raise ManifestError("[suite] must be a table")
-    strategies = tuple(suite.get("strategies", DEFAULT_STRATEGIES))
-    boards = tuple(suite.get("boards", DEFAULT_BOARDS))
+    strategies = suite.get("strategies", DEFAULT_STRATEGIES)
+    boards = suite.get("boards", DEFAULT_BOARDS)
     for label, values in (("strategies", strategies), ("boards", boards)):
-        if not values or not all(isinstance(v, str) and v for v in values):
+        if (
+            not isinstance(values, list | tuple) or not values
+            or not all(isinstance(v, str) and v for v in values)
+        ):
             raise ManifestError(f"suite.{label} must be a non-empty list of names")
+    strategies, boards = tuple(strategies), tuple(boards)
+    for strategy in strategies:
+        if strategy.startswith("repo:"):
+            _spec(strategy.removeprefix("repo:"), f"strategy {strategy!r}:")
     if known_strategies is not None:
-        unknown = [s for s in strategies if s not in known_strategies]
+        unknown = [
+            s for s in strategies if not s.startswith("repo:") and s not in known_strategies
+        ]
         if unknown:
             raise ManifestError(
                 f"unknown strategy {', '.join(unknown)}; known: {', '.join(known_strategies)}"
+                ", or repo:path/to/file.py:function"
             )
-    raw_models = data.get("models")
+    pipeline = suite.get("pipeline", "")
+    if pipeline:
+        _spec(pipeline, "suite.pipeline")
+    inputs = suite.get("inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(p, str) and p for p in inputs):
+        raise ManifestError("suite.inputs must be a list of paths in the repository")
+    for path in inputs:
+        check_relative(path, "suite.inputs entry")
+    models = _models(data.get("models"))
+    return Suite(tuple(models), strategies, boards, pipeline, tuple(inputs))
+
+
+def _models(raw_models: Any) -> list[ModelEntry]:
     if not isinstance(raw_models, list) or not raw_models:
         raise ManifestError("the manifest must list at least one [[models]] entry")
     models, names = [], set()
@@ -72,6 +153,11 @@ def parse(text: str, known_strategies: list[str] | None = None) -> Suite:
         name, source = raw.get("name"), raw.get("source")
         if not isinstance(name, str) or not name:
             raise ManifestError(f"models entry {index} needs a name")
+        if not MODEL_NAME.match(name):
+            raise ManifestError(
+                f"model name {name!r} (entry {index}): use at most 64 letters, digits, "
+                "'-', '_' or '.'"
+            )
         if not isinstance(source, str) or not source:
             raise ManifestError(f"model {name!r} needs a source such as zoo:small_cnn")
         if name in names:
@@ -79,6 +165,9 @@ def parse(text: str, known_strategies: list[str] | None = None) -> Suite:
         params = raw.get("params", {})
         if not isinstance(params, dict):
             raise ManifestError(f"model {name!r}: params must be a table")
+        entry = ModelEntry(name, source, dict(params))
+        if entry.path is not None:
+            check_relative(entry.path, f"model {name!r}: source")
         names.add(name)
-        models.append(ModelEntry(name, source, dict(params)))
-    return Suite(tuple(models), strategies, boards)
+        models.append(entry)
+    return models

@@ -1,4 +1,10 @@
-"""Celery tasks: take IDs, re-read the rows, call one function, record state in our tables."""
+"""Celery tasks of a run: take IDs, re-read the rows, call one function, record state.
+
+``plan_run`` reads the manifest at the run's commit and fans out one ``run_on_board`` per
+board to the board's own queue. ``run_on_board`` materialises the commit's tree, and for
+each model compiles every strategy in the sandbox (:mod:`workers.sandbox`), so the
+repository's code never runs in the worker, then records each Result as it comes.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +12,59 @@ import logging
 import tempfile
 from pathlib import Path
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from dashboard import actions
+from dashboard import actions, gitrepo, queue
 from dashboard.models import Result, Run
-from workers import boards, compile_cache, gitrepo, manifest
+from planner.report import StrategyReport
+from workers import boards, compile_cache, manifest, sandbox
 
 log = logging.getLogger(__name__)
+
+
+class RunTask(Task):
+    """A task that works on one run and closes it, failed, whenever the task fails.
+
+    Expected errors (``throws``) are a bad manifest, an unreachable repository, an unknown
+    board: the run says so. Anything else is a bug, logged with its traceback, and the run
+    says that too rather than waiting forever. A worker killed mid-task is not a failure:
+    the message is redelivered (``acks_late``) and the task resumes.
+    """
+
+    throws = (
+        gitrepo.GitError, manifest.ManifestError, boards.UnknownBoard, SoftTimeLimitExceeded
+    )
+
+    def __call__(self, *args, **kwargs):
+        # Expected failures close the run here, however the task was called (by a worker,
+        # eagerly in process, or directly), and are not errors of the task itself.
+        try:
+            return super().__call__(*args, **kwargs)
+        except self.throws as exc:
+            self._close(args, kwargs, exc)
+            return None
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):
+        self._close(args, kwargs, exc)
+
+    def _close(self, args, kwargs, exc) -> None:
+        run = Run.objects.filter(pk=args[0] if args else kwargs.get("run_id")).first()
+        if run is None:
+            return
+        if isinstance(exc, SoftTimeLimitExceeded):
+            error = "the run exceeded its time limit"
+        elif isinstance(exc, self.throws):
+            error = str(exc)
+        else:
+            log.error("%s failed on run %s", self.name, run.pk, exc_info=exc)
+            error = f"internal error in {self.name}: {type(exc).__name__}: {exc}"
+        board = args[1] if len(args) > 1 else kwargs.get("board")
+        if board:
+            error = f"board {board}: {error}"
+        actions.append_log(run, error)
+        actions.finish_run(run, error=error)
 
 
 def _load_run(run_id: int) -> Run | None:
@@ -25,25 +75,24 @@ def _load_run(run_id: int) -> Run | None:
     return run
 
 
-def _suite_for(run: Run) -> manifest.Suite:
-    from planner.compile import strategy_names
+def _mirror(run: Run) -> Path:
+    return gitrepo.mirror(run.repository.clone_url, settings.PEAKWATCH["WORK_DIR"])
 
-    repo = gitrepo.mirror(run.repository.clone_url, settings.PEAKWATCH["WORK_DIR"])
-    text = gitrepo.read_file(repo, run.commit.sha, manifest.MANIFEST_PATH)
+
+def _suite_for(run: Run, mirror: Path) -> manifest.Suite:
+    from planner.tvm.strategies import strategy_names
+
+    text = gitrepo.read_file(mirror, run.commit.sha, manifest.MANIFEST_PATH)
     return manifest.parse(text, known_strategies=strategy_names())
 
 
-@shared_task(name="workers.tasks.plan_run")
-def plan_run(run_id: int) -> None:
+@shared_task(name=queue.PLAN_RUN, base=RunTask, bind=True)
+def plan_run(self, run_id: int) -> None:
     """Read the manifest at the run's commit and fan the work out to the boards' queues."""
     run = _load_run(run_id)
-    if run is None or run.is_finished:
+    if run is None or run.is_finished or run.awaits_approval:
         return
-    try:
-        suite = _suite_for(run)
-    except (gitrepo.GitError, manifest.ManifestError) as exc:
-        actions.finish_run(run, error=str(exc))
-        return
+    suite = _suite_for(run, _mirror(run))
     actions.begin_run(
         run,
         models=[(m.name, m.source) for m in suite.models],
@@ -57,69 +106,77 @@ def plan_run(run_id: int) -> None:
         f"x {len(suite.boards)} boards",
     )
     for board in suite.boards:
-        run_on_board.apply_async(args=[run_id, board], queue=boards.queue_for(board))
+        run_on_board.apply_async(args=[run_id, board], queue=queue.board_queue(board))
 
 
-@shared_task(name="workers.tasks.run_on_board")
-def run_on_board(run_id: int, board: str) -> None:
+@shared_task(name=queue.RUN_ON_BOARD, base=RunTask, bind=True)
+def run_on_board(self, run_id: int, board: str) -> None:
     """Compile and measure every model x strategy of the run on ``board``.
 
     A redelivered task (its worker died) skips what is already recorded, so the run
     resumes instead of starting over.
     """
     run = _load_run(run_id)
-    if run is None or run.is_finished:
+    if run is None or run.is_finished or run.awaits_approval:
         return
-    try:
-        suite = _suite_for(run)
-        runner = boards.runner_for(board, settings.PEAKWATCH_BOARDS)
-    except (gitrepo.GitError, manifest.ManifestError, boards.UnknownBoard) as exc:
-        actions.finish_run(run, error=str(exc))
-        return
+    mirror = _mirror(run)
+    suite = _suite_for(run, mirror)
+    runner = boards.runner_for(
+        board, settings.PEAKWATCH_BOARDS,
+        limits=sandbox.Limits.from_settings(settings.PEAKWATCH.get("SANDBOX")),
+    )
     health = runner.health()
     info = {**runner.describe(), **health.to_json(), "current_run": run.pk}
     actions.mark_board_seen(
         board, info, kind=runner.kind, target=runner.target,
         memory_capacity=runner.memory_capacity,
     )
-    if not health.online:
-        _record_offline(run, suite, board, health.reason)
-        actions.mark_board_seen(board, {**info, "current_run": None})
-        return
     try:
-        _run_suite(run, suite, board, runner)
+        if not health.online:
+            _record_offline(run, suite, board, health.reason)
+            return
+        _run_suite(run, suite, board, runner, mirror)
     finally:
         actions.mark_board_seen(board, {**info, "current_run": None})
 
 
-def _run_suite(run: Run, suite: manifest.Suite, board: str, runner) -> None:
+def _missing(run: Run, suite: manifest.Suite, entry: manifest.ModelEntry, board: str):
+    done = set(
+        Result.objects.filter(run=run, model__name=entry.name, board__name=board)
+        .values_list("strategy__name", flat=True)
+    )
+    return [s for s in suite.strategies if s not in done]
+
+
+def _run_suite(run: Run, suite: manifest.Suite, board: str, runner, mirror: Path) -> None:
     repeat = settings.PEAKWATCH["LATENCY_REPEAT"]
-    try:
-        for entry in suite.models:
-            done = set(
-                Result.objects.filter(
-                    run=run, model__name=entry.name, board__name=board
-                ).values_list("strategy__name", flat=True)
-            )
-            todo = [s for s in suite.strategies if s not in done]
+    with tempfile.TemporaryDirectory(prefix="peakwatch-run-") as scratch:
+        tree = None
+        if suite.reads_repository:
+            tree = gitrepo.checkout(mirror, run.commit.sha, Path(scratch) / "tree")
+        for index, entry in enumerate(suite.models):
+            todo = _missing(run, suite, entry, board)
             if not todo:
                 continue
-            keys = _cache_keys(run, entry, runner, todo)
+            keys = _cache_keys(run, suite, entry, runner, todo, mirror)
             todo = _reuse_cached(run, entry, board, todo, keys)
             if not todo:
                 continue
             actions.append_log(run, f"{entry.name} on {board}: {', '.join(todo)}")
-            with tempfile.TemporaryDirectory(prefix="peakwatch-") as tmp:
-                for strategy, report in zip(
-                    todo, _measure(runner, entry, todo, Path(tmp), repeat), strict=True
-                ):
-                    actions.record_result(
-                        run, model=entry.name, strategy=strategy, board=board, report=report,
-                        cache_key=keys.get(strategy, ""),
-                    )
-    except SoftTimeLimitExceeded:
-        actions.finish_run(run, error=f"board {board}: the run exceeded its time limit")
-        return
+            artifacts = Path(scratch) / f"model-{index}"
+            artifacts.mkdir()
+            reports = runner.measure(
+                model_name=entry.name, source=entry.source, params=entry.params,
+                strategies=todo, artifacts_dir=artifacts, repeat=repeat, tree=tree,
+                pipeline=suite.pipeline,
+            )
+            for strategy, report in zip(todo, reports, strict=True):
+                if not report.ok:
+                    actions.append_log(run, f"{entry.name} / {strategy}: {report.error}")
+                actions.record_result(
+                    run, model=entry.name, strategy=strategy, board=board, report=report,
+                    cache_key=keys.get(strategy, "") if report.ok else "",
+                )
     actions.append_log(run, f"board {board} done")
     actions.finish_run(run)
 
@@ -132,27 +189,20 @@ def _record_offline(run: Run, suite: manifest.Suite, board: str, reason: str) ->
     """
     error = f"board offline: {reason}"
     for entry in suite.models:
-        done = set(
-            Result.objects.filter(
-                run=run, model__name=entry.name, board__name=board
-            ).values_list("strategy__name", flat=True)
-        )
-        for strategy in suite.strategies:
-            if strategy not in done:
-                actions.record_result(
-                    run, model=entry.name, strategy=strategy, board=board,
-                    report={"error": error, "model_source": entry.source},
-                )
+        for strategy in _missing(run, suite, entry, board):
+            actions.record_result(
+                run, model=entry.name, strategy=strategy, board=board,
+                report=StrategyReport.failed(
+                    entry.name, strategy, error, model_source=entry.source
+                ),
+            )
     actions.append_log(run, f"board {board} is offline: {reason}")
     actions.finish_run(run, error=f"board {board} is offline: {reason}")
 
 
-def _cache_keys(run: Run, entry: manifest.ModelEntry, runner, strategies) -> dict[str, str]:
+def _cache_keys(run: Run, suite, entry, runner, strategies, mirror: Path) -> dict[str, str]:
     """The compile-cache key of each strategy; empty when the model's content is unknown."""
-    repo = None
-    if not entry.source.startswith("zoo:"):
-        repo = gitrepo.mirror(run.repository.clone_url, settings.PEAKWATCH["WORK_DIR"])
-    content = compile_cache.model_content_hash(entry, repo, run.commit.sha)
+    content = compile_cache.model_content_hash(entry, suite, mirror, run.commit.sha)
     if content is None:
         return {}
     version = compile_cache.tvm_version()
@@ -174,24 +224,3 @@ def _reuse_cached(run: Run, entry, board: str, strategies, keys: dict[str, str])
     if reused:
         actions.append_log(run, f"{entry.name} on {board}: unchanged, reused {', '.join(reused)}")
     return todo
-
-
-def _measure(runner, entry: manifest.ModelEntry, strategies, tmp: Path, repeat: int):
-    try:
-        return runner.measure(
-            model_name=entry.name,
-            source=entry.source,
-            params=entry.params,
-            strategies=strategies,
-            artifacts_dir=tmp,
-            repeat=repeat,
-        )
-    except SoftTimeLimitExceeded:
-        raise
-    except Exception as exc:
-        # A model that does not build is a failed Result per strategy, not a lost run.
-        log.exception("model %s failed to build", entry.name)
-        return [
-            {"error": f"{type(exc).__name__}: {exc}", "model_source": entry.source}
-            for _ in strategies
-        ]

@@ -1,7 +1,7 @@
 """Celery tasks of regression tracking: webhook deliveries, API-triggered runs, notifications.
 
 They run on the ``peakwatch`` queue, next to ``plan_run``: git fetches and HTTP calls to
-GitHub or Slack, never compiles.
+GitHub or Slack, never compiles. Each calls one function of the dashboard's tracking service.
 """
 
 from __future__ import annotations
@@ -10,39 +10,34 @@ import logging
 
 from celery import shared_task
 
+from dashboard import notifications, queue, tracking
 from dashboard.models import Repository, Run, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="workers.tracking.process_github_delivery")
+@shared_task(name=queue.PROCESS_GITHUB_DELIVERY)
 def process_github_delivery(delivery_id: int) -> None:
     """Record the commits a verified GitHub delivery names and start their runs."""
-    from dashboard.webhooks import github
-
     delivery = WebhookDelivery.objects.select_related("repository").filter(pk=delivery_id).first()
     if delivery is None or delivery.processed_at is not None:
         return
-    github.process_delivery(delivery)
+    tracking.process_delivery(delivery)
 
 
-@shared_task(name="workers.tracking.trigger_run")
+@shared_task(name=queue.TRIGGER_RUN)
 def trigger_run(repository_id: int, rev: str, branch: str = "", trigger: str = "api") -> None:
     """Resolve ``rev`` in the repository's mirror, record the commit and run it."""
-    from dashboard.api_runs import run_revision
-
     repository = Repository.objects.filter(pk=repository_id).first()
     if repository is None:
         log.warning("repository %s does not exist; dropping the trigger", repository_id)
         return
-    run_revision(repository, rev, branch=branch, trigger=trigger)
+    tracking.run_revision(repository, rev, branch=branch, trigger=trigger)
 
 
-@shared_task(name="workers.tracking.notify_run")
+@shared_task(name=queue.NOTIFY_RUN)
 def notify_run(run_id: int) -> None:
     """Tell GitHub and Slack how a finished run went."""
-    from dashboard import notifications
-
     run = Run.objects.select_related("repository", "commit", "pull_request").filter(pk=run_id)
     run = run.first()
     if run is None:

@@ -14,8 +14,9 @@ trusted, and the body must not be read for its repository name before it is trus
 Only after verification is the body parsed (JSON, or GitHub's form encoding with a
 ``payload`` field): a malformed one is 400. A delivery already accepted (same
 ``X-GitHub-Delivery``) is answered 200 and changes nothing. Accepted ``push`` and
-``pull_request`` deliveries are queued (202) for :func:`process_delivery`, which does the git
-work in a Celery task. Every request is logged as a :class:`WebhookDelivery` with its outcome.
+``pull_request`` deliveries are queued (202) for the tracking service, which does the git
+work in a Celery task (:func:`dashboard.tracking.process_delivery`). Every request is logged
+as a :class:`WebhookDelivery` with its outcome.
 """
 
 from __future__ import annotations
@@ -25,16 +26,14 @@ import logging
 import re
 from urllib.parse import parse_qs
 
-from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import transaction
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from dashboard import actions
-from dashboard.models import Commit, Repository, WebhookDelivery
-from workers import gitrepo
+from dashboard import actions, queue
+from dashboard.models import Repository, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +41,6 @@ Outcome = WebhookDelivery.Outcome
 SHA = re.compile(r"^[0-9a-f]{40}$")
 ZERO_SHA = "0" * 40
 PULL_REQUEST_ACTIONS = ("opened", "synchronize", "reopened")
-#: How many first-parent ancestors of a pushed head are recorded, so it has a baseline.
-HISTORY_DEPTH = 20
 
 
 class Malformed(ValueError):
@@ -115,9 +112,9 @@ def receive(request, repository: str | None = None):
             repository=repo, detail="already accepted; nothing new was recorded",
         ))
     if outcome == Outcome.QUEUED:
-        from workers.tracking import process_github_delivery
-
-        transaction.on_commit(lambda: process_github_delivery.delay(delivery.pk))
+        transaction.on_commit(
+            lambda: queue.send(queue.PROCESS_GITHUB_DELIVERY, delivery.pk)
+        )
     return _answer(delivery)
 
 
@@ -212,86 +209,3 @@ def _sha(data: dict, key: str, *, allow_zero: bool = False, label: str | None = 
     if not SHA.match(value) or (value == ZERO_SHA and not allow_zero):
         raise Malformed(f"{label or key} must be a 40-hex commit sha")
     return value
-
-
-def process_delivery(delivery: WebhookDelivery) -> None:
-    """Do what an accepted delivery asks: the git work the request did not wait for."""
-    if delivery.repository is None or not isinstance(delivery.payload, dict):
-        actions.close_delivery(delivery, outcome=Outcome.FAILED, detail="the repository is gone")
-        return
-    try:
-        if delivery.event == "push":
-            detail = _process_push(delivery.repository, delivery.payload)
-        elif delivery.event == "pull_request":
-            detail = _process_pull_request(delivery.repository, delivery.payload)
-        else:
-            detail = f"nothing to do for {delivery.event}"
-    except gitrepo.GitError as exc:
-        log.warning("delivery %s failed: %s", delivery.guid, exc)
-        actions.close_delivery(delivery, outcome=Outcome.FAILED, detail=str(exc))
-        return
-    actions.close_delivery(delivery, outcome=Outcome.PROCESSED, detail=detail)
-
-
-def _mirror(repository: Repository):
-    return gitrepo.mirror(repository.clone_url, settings.PEAKWATCH["WORK_DIR"])
-
-
-def record_history(repository: Repository, mirror, rev: str, branch: str) -> Commit:
-    """Record ``rev`` and its recent first parents (so it has a baseline); return ``rev``'s."""
-    shas = gitrepo.first_parents(mirror, rev, HISTORY_DEPTH)
-    known = set(
-        Commit.objects.for_repository(repository).filter(sha__in=shas).values_list("sha", flat=True)
-    )
-    # The head always (its branch may be new), then ancestors down to the first known one.
-    new = [shas[0]]
-    for sha in shas[1:]:
-        if sha in known:
-            break
-        new.append(sha)
-    head = None
-    for sha in reversed(new):
-        info = gitrepo.commit_info(mirror, sha)
-        head = actions.record_commit(
-            repository, sha=info.sha, parent_sha=info.parent_sha, branch=branch,
-            author=info.author, message=info.message, committed_at=info.committed_at,
-        )
-    return head
-
-
-def _process_push(repository: Repository, payload: dict) -> str:
-    branch = payload["ref"].removeprefix("refs/heads/")
-    mirror = _mirror(repository)
-    for pushed in payload.get("commits", []):
-        # Commits of the push that are not first parents of its head are recorded too.
-        if gitrepo.has_commit(mirror, pushed["id"]):
-            record_history(repository, mirror, pushed["id"], branch)
-    head = record_history(repository, mirror, payload["after"], branch)
-    run, started = actions.ensure_run(head, trigger="push")
-    return f"{'started' if started else 'already had'} run {run.pk} of {head.short_sha}"
-
-
-def _process_pull_request(repository: Repository, payload: dict) -> str:
-    pull = payload["pull_request"]
-    number = payload["number"]
-    mirror = _mirror(repository)
-    head_sha = pull["head"]["sha"]
-    if not gitrepo.has_commit(mirror, head_sha):
-        # A fork's head is reachable through GitHub's pull/N/head ref.
-        gitrepo.fetch(mirror, f"pull/{number}/head")
-    base = gitrepo.merge_base(mirror, pull["base"]["sha"], head_sha)
-    base_commit = record_history(repository, mirror, base, pull["base"]["ref"])
-    head_commit = record_history(repository, mirror, head_sha, pull["head"]["ref"])
-    pull_request = actions.record_pull_request(
-        repository, number=number, title=str(pull.get("title", ""))[:500],
-        url=str(pull.get("html_url", ""))[:500], head_ref=pull["head"]["ref"],
-        head_sha=head_sha, base_ref=pull["base"]["ref"], base_sha=base,
-    )
-    base_run, _ = actions.ensure_run(base_commit, trigger="pull_request-base")
-    head_run, started = actions.ensure_run(
-        head_commit, trigger="pull_request", pull_request=pull_request
-    )
-    return (
-        f"#{number}: {'started' if started else 'already had'} run {head_run.pk} of "
-        f"{head_commit.short_sha}; base {base_commit.short_sha} has run {base_run.pk}"
-    )

@@ -4,9 +4,9 @@ import pytest
 import tvm
 
 from dashboard.models import Board, Result, Run
-from planner.zoo import ModelSource
+from planner.tvm import cuda
+from planner.tvm.zoo import ModelSource
 from workers import boards
-from workers.boards import cuda
 from workers.tasks import plan_run
 
 HAS_GPU = tvm.cuda(0).exist
@@ -61,7 +61,7 @@ def test_with_a_gpu_the_board_measures_every_strategy(tmp_path):
     )
 
     for report in reports:
-        assert report["error"] is None, report["error"]
-        assert report["outputs_match"] is True
-        assert report["latency_ms"]["median"] > 0
-        assert '"kind":"cuda"' in report["target"].replace(" ", "")
+        assert report.error is None, report.error
+        assert report.outputs_match is True
+        assert report.latency_ms["median"] > 0
+        assert '"kind":"cuda"' in report.target.replace(" ", "")

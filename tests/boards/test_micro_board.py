@@ -23,22 +23,22 @@ def test_it_flags_a_model_whose_arena_exceeds_the_boards_memory(tmp_path):
     reports = _measure(tmp_path, capacity=1024)
 
     for report in reports:
-        assert report["error"] is None
-        assert report["target"].startswith('{"kind":"c"')
-        footprint = report["board"]
-        assert footprint["sram_bytes"] >= report["planned_bytes"] > 1024
-        assert footprint["over_capacity"] is True and report["over_capacity"] is True
+        assert report.error is None
+        assert report.target.startswith('{"kind":"c"')
+        footprint = report.board.to_json()
+        assert footprint["sram_bytes"] >= report.planned_bytes > 1024
+        assert footprint["over_capacity"] is True and report.over_capacity is True
         # The kernels were really compiled: the build has code, and weights are counted.
         assert footprint["code"]["text"] > 0
         assert footprint["weights_bytes"] > 0
         # Host timings say nothing about a microcontroller.
-        assert report["latency_ms"] is None
+        assert report.latency_ms is None
 
 
 def test_a_model_that_fits_is_not_flagged(tmp_path):
     reports = _measure(tmp_path, capacity=64 * 1024 * 1024)
 
-    assert [r["over_capacity"] for r in reports] == [False, False]
+    assert [r.over_capacity for r in reports] == [False, False]
 
 
 @pytest.mark.django_db

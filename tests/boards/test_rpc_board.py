@@ -25,12 +25,12 @@ def _measure(runner, tmp_path):
 
 def _assert_measured_remotely(reports, address):
     for report in reports:
-        assert report["error"] is None, report["error"]
-        assert report["outputs_match"] is True
-        assert len(report["latency_ms"]["samples"]) == 2
-        assert report["board"]["remote"] == address
-        assert report["planned_bytes"] > 0
-        assert "no allocator statistics" in report["measured"]["note"]
+        assert report.error is None, report.error
+        assert report.outputs_match is True
+        assert len(report.latency_ms["samples"]) == 2
+        assert report.board.figures["remote"] == address
+        assert report.planned_bytes > 0
+        assert "no allocator statistics" in report.measured["note"]
 
 
 def test_it_runs_and_times_every_strategy_on_the_remote_server(rpc_server, tmp_path):

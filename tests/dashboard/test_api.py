@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from dashboard import actions
 from dashboard.models import Model, Result, Run
+from tests.conftest import report_of
 
 STRATEGIES = ["greedy-by-size", "none", "tvm-stock"]
 
@@ -167,7 +168,7 @@ def test_it_counts_a_rerun_commit_once_with_its_newest_result(client, small_cnn,
     commit = recorded_history[-1].commit
     rerun = Run.objects.create(repository=commit.repository, commit=commit)
     actions.record_result(
-        rerun, model="small-cnn", strategy="none", board="cpu", report={"planned_bytes": 1234}
+        rerun, model="small-cnn", strategy="none", board="cpu", report=report_of(planned_bytes=1234)
     )
 
     body = client.get(f"/api/models/{small_cnn.pk}/trend/").json()
@@ -185,7 +186,7 @@ def test_it_counts_a_rerun_commit_once_with_its_newest_result(client, small_cnn,
 def test_it_leaves_failed_results_out_of_the_trend(client, small_cnn, recorded_history):
     actions.record_result(
         recorded_history[0], model="small-cnn", strategy="hill-climb", board="cpu",
-        report={"error": "gave up"},
+        report=report_of(error="gave up"),
     )
 
     body = client.get(f"/api/models/{small_cnn.pk}/trend/").json()

@@ -18,7 +18,7 @@ from dashboard import actions, trends
 from dashboard.models import Alert, Model, Result, Run
 from dashboard.sparklines import sparkline
 from dashboard.trends import downsample, model_trend
-from tests.conftest import fake_report
+from tests.conftest import fake_report, report_of
 
 PLAN = {
     "arena_bytes": 1000,
@@ -148,7 +148,7 @@ def test_latest_per_series_picks_the_newest_commit_not_the_newest_row(recorded_h
     # And a failed result at the newest commit, which never counts
     actions.record_result(
         recorded_history[-1], model="small-cnn", strategy="hill-climb", board="cpu",
-        report={"error": "gave up"},
+        report=report_of(error="gave up"),
     )
 
     latest = Result.objects.latest_per_series()

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from dashboard import actions
 from dashboard.models import Model, Result, Run
+from tests.conftest import report_of
 
 
 @pytest.fixture
@@ -109,7 +110,7 @@ def test_it_shows_the_error_of_a_failed_result(client, recorded_history):
     run = recorded_history[0]
     actions.record_result(
         run, model="small-cnn", strategy="hill-climb", board="cpu",
-        report={"error": "TVMError: memory planning gave up"},
+        report=report_of(error="TVMError: memory planning gave up"),
     )
 
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
@@ -141,7 +142,7 @@ def test_it_reports_a_runs_progress_as_json(client, recorded_history):
     for strategy in ("none", "tvm-stock"):
         actions.record_result(
             run, model="small-cnn", strategy=strategy, board="cpu",
-            report={"planned_bytes": 1}
+            report=report_of(planned_bytes=1)
         )
 
     # When its progress is asked for

@@ -48,7 +48,10 @@ def push_payload(after: str, *, ref: str = "refs/heads/main", commits=(), before
 
 
 def pull_request_payload(number: int, *, head_sha: str, base_sha: str, action: str = "opened",
-                         head_ref: str = "feature", base_ref: str = "main") -> dict:
+                         head_ref: str = "feature", base_ref: str = "main",
+                         association: str = "MEMBER", head_repo: str = "octo/models") -> dict:
+    """The fields of GitHub's pull_request event that Peakwatch reads, as GitHub sends them
+    (an author with an ``author_association``, head and base repositories)."""
     return {
         "action": action,
         "number": number,
@@ -56,8 +59,10 @@ def pull_request_payload(number: int, *, head_sha: str, base_sha: str, action: s
             "number": number,
             "title": "Widen the small CNN",
             "html_url": f"https://github.com/octo/models/pull/{number}",
-            "head": {"sha": head_sha, "ref": head_ref},
-            "base": {"sha": base_sha, "ref": base_ref},
+            "head": {"sha": head_sha, "ref": head_ref, "repo": {"full_name": head_repo}},
+            "base": {"sha": base_sha, "ref": base_ref, "repo": {"full_name": "octo/models"}},
+            "user": {"login": "ada"},
+            "author_association": association,
         },
         "repository": {"full_name": "octo/models"},
     }

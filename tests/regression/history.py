@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from dashboard import actions
 from dashboard.models import Run
+from planner.report import StrategyReport
 from tests.conftest import fake_report
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -33,8 +34,8 @@ def record_run(repository, index: int, figures: dict, *, parent: str = "", branc
     return run
 
 
-def bytes_only(planned: int, latency: float = 1.0, samples=None) -> dict:
-    report = fake_report(planned, latency)
+def bytes_only(planned: int, latency: float = 1.0, samples=None, **extra) -> StrategyReport:
+    report = fake_report(planned, latency, **extra)
     if samples is not None:
-        report["latency_ms"]["samples"] = list(samples)
+        report.latency_ms["samples"] = list(samples)
     return report

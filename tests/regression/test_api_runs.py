@@ -10,6 +10,7 @@ from django.core.management import call_command
 from dashboard import actions
 from dashboard.demo import DEMO_COMMITS, git
 from dashboard.models import ApiToken, Commit, Run
+from tests.helpers import hold_planned_runs
 
 pytestmark = pytest.mark.django_db
 
@@ -26,9 +27,7 @@ def token(tracked):
 
 @pytest.fixture
 def queued(monkeypatch):
-    started = []
-    monkeypatch.setattr("workers.tasks.plan_run.delay", started.append)
-    return started
+    return hold_planned_runs(monkeypatch)
 
 
 def _post(client, body, token=None):

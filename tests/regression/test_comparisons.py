@@ -36,13 +36,13 @@ def two_commits(tmp_path):
         _tensor("d", 64, 4, 5, 256),
     ], 2560)
     base = record_run(repository, 0, {
-        ("small-cnn", "greedy-by-size"): bytes_only(50_000, 1.0, [1.0]) | {
-            "artifacts": {"plan.json": before}},
+        ("small-cnn", "greedy-by-size"): bytes_only(50_000, 1.0, [1.0],
+                                                       artifacts={"plan.json": before}),
         ("small-cnn", "none"): bytes_only(80_000, 0.9, [0.9]),
     })
     head = record_run(repository, 1, {
-        ("small-cnn", "greedy-by-size"): bytes_only(58_192, 1.1, [1.1]) | {
-            "artifacts": {"plan.json": after}},
+        ("small-cnn", "greedy-by-size"): bytes_only(58_192, 1.1, [1.1],
+                                                       artifacts={"plan.json": after}),
         ("small-cnn", "none"): bytes_only(80_000, 0.9, [0.9]),
     }, parent=base.commit.sha, branch="feature")
     return repository, base, head

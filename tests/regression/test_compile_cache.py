@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dashboard import actions
+from dashboard import actions, gitrepo
 from dashboard.demo import commit_file, create_demo_repository
 from dashboard.models import Alert, Result, Run
-from workers import compile_cache, gitrepo
-from workers.manifest import ModelEntry
+from workers import compile_cache
+from workers.manifest import ModelEntry, Suite
 
 SMALL = {"channels": 4, "resolution": 16, "depth": 2}
 RESIDUAL = {"channels": 4, "resolution": 16, "blocks": 1}
@@ -36,7 +36,7 @@ def test_the_key_follows_the_model_content_strategy_tvm_and_target():
     assert key != compile_cache.cache_key(content, "greedy-by-size", "0.27", "cuda")
 
 
-def test_a_file_source_is_hashed_by_its_content_at_the_commit(tmp_path):
+def test_a_file_source_is_hashed_by_the_whole_tree_unless_inputs_are_listed(tmp_path):
     repo = tmp_path / "repo"
     create_demo_repository(repo, COMMITS[:1])
     when = datetime.now(UTC)
@@ -44,12 +44,21 @@ def test_a_file_source_is_hashed_by_its_content_at_the_commit(tmp_path):
     second = commit_file(repo, "net.py", "def build():\n    return 2\n", "Change net", when)
     third = commit_file(repo, "README", "docs\n", "Only docs", when)
     entry = ModelEntry("m", "net.py:build", {})
+    whole_tree = Suite((entry,), ("none",), ("cpu",))
+    only_net = Suite((entry,), ("none",), ("cpu",), inputs=("net.py",))
 
-    hashes = [compile_cache.model_content_hash(entry, repo, sha) for sha in (first, second, third)]
+    by_tree = [compile_cache.model_content_hash(entry, whole_tree, repo, sha)
+               for sha in (first, second, third)]
+    by_inputs = [compile_cache.model_content_hash(entry, only_net, repo, sha)
+                 for sha in (first, second, third)]
 
-    assert None not in hashes
-    assert hashes[0] != hashes[1] == hashes[2]
-    assert compile_cache.model_content_hash(ModelEntry("m", "gone.onnx", {}), repo, first) is None
+    assert None not in by_tree + by_inputs
+    # Any file may be read by the model (an import, a weights file): every change counts.
+    assert len(set(by_tree)) == 3
+    # With inputs listed, a change elsewhere (docs) compiles nothing again.
+    assert by_inputs[0] != by_inputs[1] == by_inputs[2]
+    # Without the repository, a file model's content is unknown: no caching.
+    assert compile_cache.model_content_hash(entry, whole_tree) is None
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from dashboard import actions
+from dashboard import actions, tracking
 from dashboard.demo import DEMO_COMMITS, git
 from dashboard.models import Commit, PullRequest, Run, WebhookDelivery
-from dashboard.webhooks import github
+from tests.helpers import hold_planned_runs
 from tests.regression.conftest import SECRET, deliver, pull_request_payload, push_payload
 
 Outcome = WebhookDelivery.Outcome
@@ -32,9 +32,7 @@ def head(demo_repository_path):
 @pytest.fixture
 def queued(monkeypatch):
     """The runs handed to the workers (no compile in these tests)."""
-    started = []
-    monkeypatch.setattr("workers.tasks.plan_run.delay", started.append)
-    return started
+    return hold_planned_runs(monkeypatch)
 
 
 def test_it_rejects_a_bad_signature_and_records_nothing(client, tracked, head):
@@ -213,7 +211,7 @@ def test_a_delivery_whose_git_work_fails_is_logged_as_failed(tracked, monkeypatc
         status_code=202, payload=push_payload("ab" * 20),
     )
 
-    github.process_delivery(delivery)
+    tracking.process_delivery(delivery)
 
     delivery.refresh_from_db()
     assert delivery.outcome == Outcome.FAILED

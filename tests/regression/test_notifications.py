@@ -6,6 +6,7 @@ import pytest
 
 from dashboard import actions, notifications
 from dashboard.models import Notification
+from tests.helpers import hold_planned_runs
 from tests.regression.history import bytes_only, record_run
 
 pytestmark = pytest.mark.django_db
@@ -120,7 +121,7 @@ def test_nothing_is_sent_without_configuration(github_api):
 def test_a_started_run_sets_a_pending_status(
     repository, github_api, django_capture_on_commit_callbacks, monkeypatch
 ):
-    monkeypatch.setattr("workers.tasks.plan_run.delay", lambda run_id: None)
+    hold_planned_runs(monkeypatch)
     commit = actions.record_commit(repository, sha="ab" * 20, committed_at="2026-11-01T00:00Z")
 
     with django_capture_on_commit_callbacks(execute=True):

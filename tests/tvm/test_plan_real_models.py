@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from planner.compile import ATOL, RTOL, STOCK, compile_model, stock_offsets
 from planner.plan import validate_plan
 from planner.problem import lower_bound
-from planner.relax import execute, lowering
-from planner.relax.apply import apply_plan
-from planner.relax.extract import extract
-from planner.relax.kernel_temps import lift_kernel_temporaries, refine_lifetimes
-from planner.zoo import ModelSource, ModelSourceError, build_network
+from planner.tvm import execute, lowering
+from planner.tvm.apply import apply_plan
+from planner.tvm.compile import ATOL, RTOL, STOCK, compile_model, stock_offsets
+from planner.tvm.extract import extract
+from planner.tvm.kernel_temps import lift_kernel_temporaries, refine_lifetimes
+from planner.tvm.zoo import ModelSource, ModelSourceError, build_network
 
 pytestmark = pytest.mark.slow
 

@@ -2,13 +2,13 @@
 
 import pytest
 
-from planner.compile import STOCK, compile_model
 from planner.problem import lower_bound
-from planner.relax import lowering
-from planner.relax.extract import extract
-from planner.relax.kernel_temps import lift_kernel_temporaries
-from planner.relax.rewrites import find_rewrites, inline_pool_padding, inplace_safe
-from planner.zoo import ModelSource, build_network
+from planner.tvm import lowering
+from planner.tvm.compile import STOCK, compile_model
+from planner.tvm.extract import extract
+from planner.tvm.kernel_temps import lift_kernel_temporaries
+from planner.tvm.rewrites import find_rewrites, inline_pool_padding, inplace_safe
+from planner.tvm.zoo import ModelSource, build_network
 
 pytestmark = pytest.mark.slow
 

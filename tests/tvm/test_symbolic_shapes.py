@@ -3,9 +3,9 @@
 import pytest
 import tvm
 
-from planner.compile import STOCK, compile_model
-from planner.relax.extract import ExtractionError, upper_bound
-from planner.zoo import ModelSource
+from planner.tvm.compile import STOCK, compile_model
+from planner.tvm.extract import ExtractionError, upper_bound
+from planner.tvm.zoo import ModelSource
 
 pytestmark = pytest.mark.slow
 

@@ -38,7 +38,8 @@ def test_a_worker_on_the_board_queue_executes_the_run(tmp_path, start_worker):
     wait_for(lambda: _run(run.pk).is_finished, 240, "the run to finish", [worker.log_path])
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED, run.error
-    assert Result.objects.filter(run=run, status="ok").count() == 6
+    errors = [r.error for r in Result.objects.filter(run=run)]
+    assert Result.objects.filter(run=run, status="ok").count() == 6, errors
     # The worker, not this process, did the work: its log names the task.
     assert "workers.tasks.run_on_board" in open(worker.log_path).read()
 

@@ -16,7 +16,7 @@ def compile_small(source, strategies=STRATEGIES):
     The measurement runs every build again in fresh processes; these tests are about the
     zoo's networks, and the machine they run on has two cores.
     """
-    from planner.compile import compile_model
+    from planner.tvm.compile import compile_model
 
     extra = {}
     if "memory_configs" in inspect.signature(compile_model).parameters:

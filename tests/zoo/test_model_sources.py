@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.zoo import ModelSource, ModelSourceError, build_network
+from planner.tvm.zoo import ModelSource, ModelSourceError, build_network
 from tests.zoo.conftest import compile_small
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_it_compiles_a_torch_module_from_a_python_factory():
 
 def test_it_takes_a_network_from_a_python_factory(tmp_path):
     (tmp_path / "models.py").write_text(
-        "from planner.zoo.mlp import mlp\n\n\n"
+        "from planner.tvm.zoo.mlp import mlp\n\n\n"
         "def tiny(hidden=8):\n"
         "    return mlp(features=4, hidden=[hidden], classes=2)\n"
     )

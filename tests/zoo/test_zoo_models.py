@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.zoo import ZOO, ModelSource, ModelSourceError, build_network
+from planner.tvm.zoo import ZOO, ModelSource, ModelSourceError, build_network
 from tests.zoo.conftest import compile_small
 
 # Small enough for one compile each on a shared two-core machine, with every structural
@@ -46,7 +46,7 @@ def test_it_compiles_a_small_zoo_model_under_every_strategy(name):
 
 @pytest.mark.slow
 def test_it_lowers_the_densenet_with_concatenations():
-    from planner.relax import lowering
+    from planner.tvm import lowering
 
     network = build_network(ModelSource("zoo:densenet", SMALL["densenet"]))
     lowered = lowering.lower_to_allocations(network.mod, lowering.make_target("llvm"))

@@ -11,33 +11,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from dashboard.queue import board_queue as queue_for
+from workers import sandbox
 from workers.boards.base import BoardRunner, Health, UnknownBoard
-from workers.boards.config import BoardConfigError, lookup
+from workers.boards.config import KINDS, BoardConfigError, lookup
 from workers.boards.cpu import CpuBoard
 from workers.boards.cuda import CudaBoard
 from workers.boards.micro import MicroBoard
 from workers.boards.rpc import RpcBoard
 
-__all__ = ["BoardRunner", "Health", "UnknownBoard", "queue_for", "runner_for"]
+__all__ = ["BoardRunner", "Health", "UnknownBoard", "queue_for", "runner_for", "sandbox"]
 
 #: The runner of each kind of board.
-KINDS: dict[str, type[BoardRunner]] = {
-    "cpu": CpuBoard,
-    "cuda": CudaBoard,
-    "rpc": RpcBoard,
-    "micro": MicroBoard,
+RUNNER_CLASSES: dict[str, type[BoardRunner]] = {
+    cls.kind: cls for cls in (CpuBoard, CudaBoard, RpcBoard, MicroBoard)
 }
+assert set(RUNNER_CLASSES) == set(KINDS), "every board kind needs a runner"
 
 #: Boards every deployment serves out of the box (docker-compose has a worker for each);
 #: a GPU or a remote board needs its own host, so its worker is started there.
 RUNNERS: dict[str, type[BoardRunner]] = {"cpu": CpuBoard}
 
 
-def queue_for(board: str) -> str:
-    return f"board.{board}"
-
-
-def runner_for(board: str, configured: dict[str, Any] | None = None) -> BoardRunner:
+def runner_for(
+    board: str, configured: dict[str, Any] | None = None, *, limits: sandbox.Limits | None = None
+) -> BoardRunner:
     """The runner of board ``board``, as built in or as ``configured`` (PEAKWATCH_BOARDS)."""
     try:
         config = lookup(board, configured)
@@ -49,4 +47,4 @@ def runner_for(board: str, configured: dict[str, Any] | None = None) -> BoardRun
             f"no runner for board {board!r}; known boards: {', '.join(known)} "
             "(others are configured in the worker's PEAKWATCH_BOARDS)"
         )
-    return KINDS[config.kind](config)
+    return RUNNER_CLASSES[config.kind](config, limits=limits)

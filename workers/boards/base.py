@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from planner.report import StrategyReport
+from workers import sandbox
 from workers.boards.config import BoardConfig
 
 
@@ -22,15 +24,41 @@ class Health:
         return {"status": "online" if self.online else "offline", "reason": self.reason}
 
 
+@dataclass
+class CompileJob:
+    """One model of a run, as a board compiles it: what the manifest says, and where the
+    commit's files and the artifacts are."""
+
+    model_name: str
+    source: str
+    params: dict
+    strategies: list[str]
+    artifacts_dir: Path
+    repeat: int = 5
+    #: The commit's checkout (read-only to the compile); None for zoo-only use.
+    tree: Path | None = None
+    #: ``path.py:function`` returning Relax passes (the manifest's ``[suite] pipeline``).
+    pipeline: str = ""
+    options: dict = field(default_factory=dict)
+
+
 class BoardRunner:
-    """Compiles and measures models for one board; subclasses say how."""
+    """Compiles and measures models for one board.
+
+    :meth:`measure` is the template every board shares: compile in the sandbox with the
+    board's options (:meth:`compile_options`), then let the board add what only it can
+    measure (:meth:`after_compile`) to the typed reports.
+    """
 
     kind = "cpu"
     default_target = "llvm"
+    #: Whether the sandboxed compile needs the host's devices (a GPU).
+    needs_devices = False
 
-    def __init__(self, config: BoardConfig | None = None):
+    def __init__(self, config: BoardConfig | None = None, *, limits: sandbox.Limits | None = None):
         self.config = config or BoardConfig(name=self.kind, kind=self.kind)
         self.name = self.config.name
+        self.limits = limits or sandbox.Limits()
 
     @property
     def target(self) -> str:
@@ -48,14 +76,22 @@ class BoardRunner:
         """What the dashboard shows about this board's worker."""
         import celery
 
-        from planner.compile import environment
+        from planner.tvm.host import environment
 
         return {
             "kind": self.kind,
             "target": self.target,
             "host": platform.node(),
             "versions": {**environment(), "celery": celery.__version__},
+            "sandbox": sandbox.mode().to_json(),
         }
+
+    def compile_options(self, job: CompileJob) -> dict:
+        """What this board checks and measures on the worker's host (compile_model options)."""
+        return {"repeat": job.repeat}
+
+    def after_compile(self, job: CompileJob, reports: list[StrategyReport]) -> None:
+        """Add the board's own figures to ``reports``; the host's are already there."""
 
     def measure(
         self,
@@ -66,20 +102,42 @@ class BoardRunner:
         strategies: list[str],
         artifacts_dir: Path,
         repeat: int,
-    ) -> list[dict]:
-        raise NotImplementedError
-
-    def compile(
-        self, *, model_name: str, source: str, params: dict, strategies: list[str],
-        artifacts_dir: Path, **options,
-    ) -> list[dict]:
-        """``planner.compile.compile_model`` for this board's target; ``options`` say what
-        this board can check and measure on the worker's host."""
-        from planner.compile import compile_model
-        from planner.zoo import ModelSource
-
-        reports = compile_model(
-            ModelSource(source, params), strategies, model_name=model_name,
-            target=self.target, artifacts_dir=artifacts_dir, **options,
+        tree: Path | None = None,
+        pipeline: str = "",
+    ) -> list[StrategyReport]:
+        job = CompileJob(
+            model_name=model_name, source=source, params=params, strategies=list(strategies),
+            artifacts_dir=Path(artifacts_dir), repeat=repeat, tree=tree, pipeline=pipeline,
         )
-        return [report.to_json() for report in reports]
+        reports = self.compile(job)
+        self.after_compile(job, [r for r in reports if r.ok])
+        return reports
+
+    def compile(self, job: CompileJob) -> list[StrategyReport]:
+        """``planner.tvm.compile.compile_model`` for this board's target, sandboxed."""
+        artifacts = job.artifacts_dir.resolve()
+        spec = {
+            "model": job.model_name,
+            "source": job.source,
+            "params": job.params,
+            "strategies": job.strategies,
+            "target": self.target,
+            "artifacts_dir": str(artifacts / "out"),
+            "base_dir": str(job.tree.resolve()) if job.tree is not None else None,
+            "pipeline": job.pipeline,
+            **self.compile_options(job),
+            **job.options,
+        }
+        if spec["base_dir"] is None:
+            del spec["base_dir"]
+        try:
+            return sandbox.run_job(
+                spec, artifacts, tree=job.tree, limits=self.limits, devices=self.needs_devices
+            )
+        except sandbox.SandboxError as exc:
+            return [
+                StrategyReport.failed(
+                    job.model_name, strategy, f"SandboxError: {exc}", model_source=job.source
+                )
+                for strategy in job.strategies
+            ]

@@ -19,7 +19,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-KINDS = ("cpu", "cuda", "rpc", "micro")
+from dashboard.models import Board
+
+#: The kinds of board the dashboard knows; each has a runner (workers.boards.RUNNER_CLASSES).
+KINDS = tuple(Board.Kind.values)
 
 #: Boards every worker knows without configuration.
 BUILTIN: dict[str, dict[str, Any]] = {

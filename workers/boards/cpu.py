@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from workers.boards.base import BoardRunner
 
 
@@ -12,26 +10,10 @@ class CpuBoard(BoardRunner):
     default_target = "llvm"
 
     def describe(self) -> dict:
-        from tvm.target import codegen
+        from planner.tvm.host import llvm_host
 
         info = super().describe()
         # What "llvm" means on this host: results from two CPUs are not comparable.
         info["cpu"] = info["versions"].get("processor", "")
-        info["llvm_cpu"] = str(codegen.llvm_get_system_cpu())
-        info["llvm_triple"] = str(codegen.llvm_get_system_triple())
+        info.update(llvm_host())
         return info
-
-    def measure(
-        self,
-        *,
-        model_name: str,
-        source: str,
-        params: dict,
-        strategies: list[str],
-        artifacts_dir: Path,
-        repeat: int,
-    ) -> list[dict]:
-        return self.compile(
-            model_name=model_name, source=source, params=params, strategies=strategies,
-            artifacts_dir=artifacts_dir, repeat=repeat,
-        )

@@ -1,20 +1,17 @@
-"""Section sizes of an ELF object or shared library, read without binutils.
+"""Section sizes of an ELF object or shared library, read with pyelftools.
 
 A board's code size must come from files built for other architectures too (an aarch64 or
-Cortex-M object), which the host's ``size`` may not understand; the ELF header is simple
-enough to read directly.
+Cortex-M object), which the host's ``size`` may not understand.
 """
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-SHF_WRITE = 0x1
-SHF_ALLOC = 0x2
-SHF_EXECINSTR = 0x4
-SHT_NOBITS = 8
+from elftools.common.exceptions import ELFError
+from elftools.elf.constants import SH_FLAGS
+from elftools.elf.elffile import ELFFile
 
 
 class NotElf(ValueError):
@@ -43,30 +40,22 @@ class SectionSizes:
 
 
 def section_sizes(path: str | Path) -> SectionSizes:
-    raw = Path(path).read_bytes()
-    if raw[:4] != b"\x7fELF":
-        raise NotElf(f"{path} is not an ELF file")
-    is64 = raw[4] == 2
-    order = "<" if raw[5] == 1 else ">"
-    if is64:
-        shoff, = struct.unpack_from(order + "Q", raw, 0x28)
-        shentsize, shnum = struct.unpack_from(order + "HH", raw, 0x3A)
-        header = order + "IIQQQQIIQQ"
-    else:
-        shoff, = struct.unpack_from(order + "I", raw, 0x20)
-        shentsize, shnum = struct.unpack_from(order + "HH", raw, 0x2E)
-        header = order + "IIIIIIIIII"
     sizes = {"text": 0, "rodata": 0, "data": 0, "bss": 0}
-    for index in range(shnum):
-        _, kind, flags, _, _, size, *_ = struct.unpack_from(header, raw, shoff + index * shentsize)
-        if not flags & SHF_ALLOC:
-            continue
-        if flags & SHF_EXECINSTR:
-            sizes["text"] += size
-        elif kind == SHT_NOBITS:
-            sizes["bss"] += size
-        elif flags & SHF_WRITE:
-            sizes["data"] += size
-        else:
-            sizes["rodata"] += size
+    with open(path, "rb") as handle:
+        try:
+            elf = ELFFile(handle)
+        except ELFError as exc:
+            raise NotElf(f"{path} is not an ELF file: {exc}") from None
+        for section in elf.iter_sections():
+            flags = section["sh_flags"]
+            if not flags & SH_FLAGS.SHF_ALLOC:
+                continue
+            if flags & SH_FLAGS.SHF_EXECINSTR:
+                sizes["text"] += section["sh_size"]
+            elif section["sh_type"] == "SHT_NOBITS":
+                sizes["bss"] += section["sh_size"]
+            elif flags & SH_FLAGS.SHF_WRITE:
+                sizes["data"] += section["sh_size"]
+            else:
+                sizes["rodata"] += section["sh_size"]
     return SectionSizes(**sizes)

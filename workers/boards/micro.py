@@ -4,8 +4,8 @@ A microcontroller runs no Relax VM and no RPC server, so nothing is timed on it.
 user needs to know is whether the model fits: the C-codegen build (target ``c``) is
 compiled and checked here as on any board, and each strategy reports
 
-- ``sram_bytes``: what must sit in RAM during an inference: the planned arena with the
-  outputs, the kernel temporaries TVM's workspace pool would hold, and the input;
+- ``sram_bytes``: what must sit in RAM during an inference: the planned bytes (arena,
+  kernel workspace and outputs) and the input;
 - ``code``: section sizes of the compiled kernels (the ``model.so`` built by the host's C
   compiler from the generated C: a proxy for the board's own compiler);
 - ``weights_bytes``: parameters, which a board keeps in flash.
@@ -18,10 +18,8 @@ run page.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
-import numpy as np
-
+from planner.report import BoardFigures, StrategyReport
 from workers.boards import elf
 from workers.boards.base import BoardRunner
 
@@ -37,59 +35,34 @@ class MicroBoard(BoardRunner):
         info["memory_capacity"] = self.memory_capacity
         return info
 
-    def measure(
-        self,
-        *,
-        model_name: str,
-        source: str,
-        params: dict,
-        strategies: list[str],
-        artifacts_dir: Path,
-        repeat: int,
-    ) -> list[dict]:
-        from planner.zoo import ModelSource, build_network
+    def compile_options(self, job) -> dict:
+        # Host timings and the host allocator say nothing about the board.
+        return {"repeat": 0, "memory_configs": []}
 
-        reports = self.compile(
-            model_name=model_name, source=source, params=params, strategies=strategies,
-            artifacts_dir=artifacts_dir,
-            repeat=0,  # host timings say nothing about the board
-            memory_configs=(),  # nor does the host allocator
-        )
-        network = build_network(ModelSource(source, params))
-        input_bytes, weights_bytes = _input_and_weight_bytes(network)
+    def after_compile(self, job, reports) -> None:
         for report in reports:
-            report["board"] = self.footprint(report, input_bytes, weights_bytes)
-            report["over_capacity"] = report["board"]["over_capacity"]
-        return reports
+            report.board = self.footprint(report)
 
-    def footprint(self, report: dict, input_bytes: int, weights_bytes: int) -> dict:
-        planned = report.get("planned_bytes")
-        sram = None
-        if planned is not None:
-            sram = planned + (report.get("kernel_workspace_bytes") or 0) + input_bytes
+    def footprint(self, report: StrategyReport) -> BoardFigures:
+        planned = report.planned_bytes
+        # planned_bytes already holds the kernel workspace and the outputs.
+        sram = planned + (report.input_bytes or 0) if planned is not None else None
         code = None
-        library = (report.get("artifacts") or {}).get("model.so")
+        library = report.artifacts.get("model.so")
         if library:
             try:
                 code = elf.section_sizes(library).to_json()
             except (OSError, elf.NotElf) as exc:
                 log.warning("no code size for %s: %s", library, exc)
         capacity = self.memory_capacity
-        return {
-            "kind": self.kind,
-            "sram_bytes": sram,
-            "input_bytes": input_bytes,
-            "weights_bytes": weights_bytes,
-            "code": code,
-            "memory_capacity": capacity,
-            "over_capacity": bool(capacity and sram is not None and sram > capacity),
-        }
-
-
-def _input_and_weight_bytes(network) -> tuple[int, int]:
-    sizes = [
-        int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        for shape, dtype in zip(network.input_shapes, network.input_dtypes, strict=True)
-    ]
-    # The first input is the data (see planner.zoo.network.Network); the rest are weights.
-    return (sizes[0] if sizes else 0), sum(sizes[1:])
+        return BoardFigures(
+            kind=self.kind,
+            memory_capacity=capacity,
+            over_capacity=bool(capacity and sram is not None and sram > capacity),
+            figures={
+                "sram_bytes": sram,
+                "input_bytes": report.input_bytes,
+                "weights_bytes": report.weights_bytes,
+                "code": code,
+            },
+        )

@@ -8,10 +8,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from dashboard import actions
+from dashboard import actions, gitrepo
 from dashboard.demo import DEMO_STRATEGIES, create_demo_repository
 from dashboard.models import Repository, Run
-from workers import gitrepo
 
 DEMO_REPOSITORY = "demo-models"
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from planner.zoo.network import Network, from_imported
+from planner.tvm.zoo.network import Network, from_imported
 
 log = logging.getLogger(__name__)
 

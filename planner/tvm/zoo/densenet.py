@@ -14,14 +14,14 @@ from collections.abc import Sequence
 
 from tvm.relax.frontend import nn
 
-from planner.zoo.layers import (
+from planner.tvm.zoo.layers import (
     BatchNorm2D,
     avg_pool2d,
     check_resolution,
     global_avg_pool,
     max_pool2d,
 )
-from planner.zoo.network import Network, export_nn
+from planner.tvm.zoo.network import Network, export_nn
 
 
 class _BNReLUConv(nn.Module):

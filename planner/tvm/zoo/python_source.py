@@ -1,6 +1,6 @@
 """Networks from a factory function in a Python file: ``path/to/module.py:factory``.
 
-The factory returns either a :class:`~planner.zoo.network.Network`, or a PyTorch module with
+The factory returns either a :class:`~planner.tvm.zoo.network.Network`, or a PyTorch module with
 example inputs, ``(module, (tensor, ...))``, which is exported with ``torch.export`` and
 imported with ``tvm.relax.frontend.torch``. Torch is imported only in that second case: it
 costs seconds and hundreds of megabytes.
@@ -8,14 +8,11 @@ costs seconds and hundreds of megabytes.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from planner.zoo.network import Network, from_imported
+from planner.tvm.zoo.network import Network, from_imported
 
 
 class PythonSourceError(ValueError):
@@ -48,22 +45,12 @@ def load_factory(path: Path, factory_name: str, params: Mapping[str, Any]) -> Ne
 
 
 def _import_file(path: Path):
-    # One module name per file, so two checkouts with a model.py each do not collide.
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-    name = f"peakwatch_model_{path.stem}_{digest}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise PythonSourceError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    from planner.tvm.repo_code import import_file
+
     try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise PythonSourceError(
-            f"importing {path.name} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    return module
+        return import_file(path)
+    except ImportError as exc:
+        raise PythonSourceError(str(exc)) from exc
 
 
 def _from_torch(name: str, module: Any, example_inputs: Any) -> Network:

@@ -1,6 +1,6 @@
 """Turn a lowered Relax function into a planning problem.
 
-The input is a function after ``CallTIRRewrite`` (see :mod:`planner.relax.lowering`): every
+The input is a function after ``CallTIRRewrite`` (see :mod:`planner.tvm.lowering`): every
 operator output is a binding ``v = R.builtin.alloc_tensor(...)`` followed by the kernel call
 that fills it. Time is the index of a binding; a tensor lives from its allocation to the last
 binding that reads it or any alias of it (plain re-bindings, reshapes, tuples). Tensors that

@@ -13,8 +13,14 @@ from __future__ import annotations
 
 from tvm.relax.frontend import nn
 
-from planner.zoo.layers import BatchNorm2D, ConvTranspose2D, check_resolution, max_pool2d, scaled
-from planner.zoo.network import Network, export_nn
+from planner.tvm.zoo.layers import (
+    BatchNorm2D,
+    ConvTranspose2D,
+    check_resolution,
+    max_pool2d,
+    scaled,
+)
+from planner.tvm.zoo.network import Network, export_nn
 
 
 class _DoubleConv(nn.Module):

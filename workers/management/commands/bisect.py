@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard import gitrepo
 from dashboard.models import Repository, Result
 from dashboard.templatetags.peakwatch import human_bytes
-from workers import gitrepo
 from workers.bisect import bisect
 
 
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--target", default="llvm")
 
     def handle(self, *args, repository, model, good, bad, strategy, target, **options):
-        from planner.compile import strategy_names
+        from planner.tvm.strategies import strategy_names
 
         if strategy not in strategy_names():
             known = ", ".join(strategy_names())

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +43,8 @@ def shim_library(cache_dir: Path | None = None) -> Path:
     path = folder / f"memshim-{digest}.so"
     if not path.exists():
         cc = os.environ.get("CC") or sysconfig.get_config_var("CC").split()[0] or "cc"
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        # Builds run on a thread pool: each writer needs its own partial file.
+        partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         proc = subprocess.run(
             [cc, "-O2", "-shared", "-fPIC", "-o", str(partial), str(SHIM_SOURCE), "-lpthread"],
             capture_output=True, text=True, check=False,
@@ -69,7 +71,7 @@ def measure(
         np.savez(arrays, *inputs)
         env = {**os.environ, "LD_PRELOAD": str(shim_library())}
         proc = subprocess.run(
-            [sys.executable, "-m", "planner.relax.memory", str(library), str(arrays), entry,
+            [sys.executable, "-m", "planner.tvm.memory", str(library), str(arrays), entry,
              memory_cfg],
             env=env, capture_output=True, text=True, timeout=timeout, check=False,
             cwd=Path(__file__).resolve().parents[2],

@@ -43,8 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from planner.compile import compile_model, strategy_names
-    from planner.zoo import ModelSource, ModelSourceError
+    from planner.tvm.compile import compile_model, strategy_names
+    from planner.tvm.zoo import ModelSource, ModelSourceError
 
     known = strategy_names()
     requested = args.strategy or ["all"]

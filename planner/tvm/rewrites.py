@@ -27,8 +27,8 @@ from tvm import relax, s_tir
 from tvm.s_tir.stmt import SBlock
 
 from planner.problem import Buffer, Problem
-from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of
-from planner.relax.kernel_temps import kernel_blocks
+from planner.tvm.extract import ARENA_ALIGNMENT, Extraction, bindings_of
+from planner.tvm.kernel_temps import kernel_blocks
 
 
 @dataclass

@@ -21,7 +21,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir.stmt import SBlock, SBlockRealize
 
-from planner.relax.extract import bindings_of
+from planner.tvm.extract import bindings_of
 
 #: TVM keeps kernel temporaries up to this size on the stack (see TVM-NOTES); above it
 #: they go through the workspace pool, which is what costs memory.
@@ -156,7 +156,7 @@ def refine_lifetimes(extraction, temporaries: KernelTemporaries):
     """
     from dataclasses import replace
 
-    from planner.relax.extract import Extraction
+    from planner.tvm.extract import Extraction
 
     scale = temporaries.max_blocks + 1
     by_name = {f"{t.kernel}.{t.name}": t for t in temporaries.lifted}

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import tvm
 from tvm import relax
 
-from planner.relax.extract import Extraction, bindings_of
+from planner.tvm.extract import Extraction, bindings_of
 
 
 class PlanApplicationError(ValueError):

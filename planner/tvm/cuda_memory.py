@@ -1,6 +1,6 @@
 """Device memory a CUDA build takes, from ``cudaMemGetInfo`` around one inference.
 
-The posix_memalign shim of :mod:`planner.relax.memory` sees host memory only; device
+The posix_memalign shim of :mod:`planner.tvm.memory` sees host memory only; device
 storages come from TVM's CUDA allocator (``cudaMalloc``). The CUDA runtime keeps no per-
 process statistics, so this measures the drop in free device memory in a fresh process:
 
@@ -39,7 +39,7 @@ def measure(
         arrays = Path(tmp) / "inputs.npz"
         np.savez(arrays, *inputs)
         proc = subprocess.run(
-            [sys.executable, "-m", "workers.boards.cuda_memory", str(library), str(arrays), entry],
+            [sys.executable, "-m", "planner.tvm.cuda_memory", str(library), str(arrays), entry],
             capture_output=True, text=True, timeout=timeout, check=False,
             cwd=Path(__file__).resolve().parents[2],
         )
@@ -96,5 +96,5 @@ def _measure_here(library: str, arrays: str, entry: str) -> dict:
 
 
 if __name__ == "__main__":
-    sys.modules["torch"] = None  # see planner.relax.memory: torch is not needed here
+    sys.modules["torch"] = None  # see planner.tvm.memory: torch is not needed here
     sys.stdout.write(json.dumps(_measure_here(*sys.argv[1:4])) + "\n")

@@ -9,113 +9,47 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import tvm
 
-from planner import strategies as strategy_registry
+from planner import strategies as library
 from planner.plan import validate_plan
 from planner.problem import lower_bound, write_csv
-from planner.relax import execute, lowering, memory
-from planner.relax.apply import apply_plan
-from planner.relax.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
-from planner.relax.kernel_temps import (
+from planner.report import ATOL, RTOL, StrategyReport
+from planner.timeline import render_svg
+from planner.tvm import execute, lowering, memory, repo_code
+from planner.tvm.apply import apply_plan
+from planner.tvm.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
+from planner.tvm.host import environment
+from planner.tvm.kernel_temps import (
     KernelTemporaries,
     lift_kernel_temporaries,
     refine_lifetimes,
 )
-from planner.relax.rewrites import find_rewrites, inline_pool_padding
-from planner.timeline import render_svg
-from planner.zoo import ModelSource, build_network
+from planner.tvm.rewrites import find_rewrites, inline_pool_padding
+from planner.tvm.strategies import (
+    STOCK,
+    CompileStrategy,
+    UnknownCompileStrategy,
+    Variant,
+    check_names,
+    strategy_names,
+)
+from planner.tvm.zoo import ModelSource, build_network
 
 log = logging.getLogger(__name__)
 
-#: TVM's own planner, built exactly the way ``relax.build`` builds by default.
-STOCK = "tvm-stock"
-
-# Same kernels on the same inputs must agree to float rounding; a wrong offset shows up
-# as differences of the size of the activations, far above these.
-RTOL = 1e-5
-ATOL = 1e-6
-
-
-#: Suffix of strategies that first apply the in-place and concat-elision rewrites.
-REWRITES = "+rewrites"
-REWRITE_BASES = ("best-fit", "optimal")
-
-
-def strategy_names() -> list[str]:
-    return [
-        STOCK,
-        *strategy_registry.strategy_names(),
-        *(base + REWRITES for base in REWRITE_BASES),
-    ]
-
-
-@dataclass
-class StrategyReport:
-    model: str
-    strategy: str
-    planned_bytes: int | None = None
-    intermediate_bytes: int | None = None
-    output_bytes: int | None = None
-    lower_bound_bytes: int | None = None
-    kernel_workspace_bytes: int = 0
-    kernel_workspace_source: str = "estimate"
-    kernel_stack_bytes: int = 0
-    measured_peak_bytes: int | None = None
-    measured: dict = field(default_factory=dict)
-    peak: dict = field(default_factory=dict)
-    rewrites: dict = field(default_factory=dict)
-    shape_bounds: dict = field(default_factory=dict)
-    latency_ms: dict | None = None
-    outputs_match: bool | None = None
-    max_abs_diff: float | None = None
-    tolerance: dict = field(default_factory=lambda: {"rtol": RTOL, "atol": ATOL})
-    compile_seconds: float | None = None
-    plan_seconds: float | None = None
-    proven_optimal: bool | None = None
-    tvm_version: str = tvm.__version__
-    target: str = ""
-    environment: dict = field(default_factory=dict)
-    artifacts: dict[str, str] = field(default_factory=dict)
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def environment() -> dict:
-    return {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "processor": _cpu_model(),
-        "numpy": np.__version__,
-        "tvm": tvm.__version__,
-    }
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
+__all__ = [
+    "ATOL", "RTOL", "STOCK", "StrategyReport", "compile_model", "slug", "strategy_names",
+]
 
 def _align(value: int, alignment: int = ARENA_ALIGNMENT) -> int:
     return -(-value // alignment) * alignment
@@ -145,6 +79,8 @@ def compile_model(
     base_dir: str | Path | None = None,
     check_locally: bool = True,
     export_compiler=None,
+    pipeline: str = "",
+    planner_time_limit: float = repo_code.PLANNER_TIME_LIMIT,
 ) -> list[StrategyReport]:
     """Plan, build, check and time ``source`` under each of ``strategies``.
 
@@ -153,29 +89,36 @@ def compile_model(
     plain number. One failing strategy does not stop the others.
 
     ``+rewrites`` strategies also plan the kernels' own temporaries (see
-    :mod:`planner.relax.kernel_temps`), fold elementwise chains in place and inline pooling
+    :mod:`planner.tvm.kernel_temps`), fold elementwise chains in place and inline pooling
     padding; the others plan what TVM's planner plans and leave kernel temporaries to
     TVM's workspace pool, whose size ``kernel_workspace_bytes`` gives (measured when
     measured). ``lift_temporaries`` forces lifting on (True) or off (False) for all of our
     strategies. Lifting alone, without in-place chains, holds more than TVM's pool, which
     reuses buffers inside each kernel: measured +7.7% on ResNet-18 at 224x224.
 
+    ``base_dir`` is the tracked repository's checkout: model files, ``pipeline``
+    (``path.py:function`` returning Relax passes run on the imported module before it is
+    lowered, for every strategy) and ``repo:`` planners are found there and nowhere else
+    (:mod:`planner.tvm.repo_code`).
+
     For targets this host cannot run (a cross-compiled remote board), ``check_locally=False``
     skips running, checking and timing here; the board does that. ``export_compiler`` is
     passed to ``export_library`` as ``fcompile`` (a cross compiler).
     """
-    unknown = [s for s in strategies if s not in strategy_names()]
-    if unknown:
-        raise ValueError(
-            f"unknown strategy {', '.join(unknown)}; known: {', '.join(strategy_names())}"
-        )
-    network = build_network(source, base_dir=Path(base_dir) if base_dir else None)
+    try:
+        chosen = check_names(strategies)
+    except UnknownCompileStrategy as exc:
+        raise ValueError(str(exc)) from None
+    root = Path(base_dir) if base_dir else None
+    network = build_network(source, base_dir=root)
     name = model_name or network.name
     tgt = lowering.make_target(target)
     env = environment()
     started = time.perf_counter()
     bounds = dict(network.shape_bounds)
     module = network.mod
+    if pipeline:
+        module = repo_code.run_pipeline(module, pipeline, root, tgt)
     if bounds:
         # TVM's own planner reads the bounds from this attribute; ours from ``bounds``.
         module = tvm.IRModule(module.functions, attrs=module.attrs)
@@ -186,61 +129,84 @@ def compile_model(
     # What TVM's workspace pool will hold for the stock build; GPU kernels are scheduled
     # differently and are not looked into.
     temporaries = KernelTemporaries([], [])
-    if tgt.kind.name in ("llvm", "c"):
-        temporaries = lift_kernel_temporaries(lowered, network.entry)[1]
     can_lift = tgt.kind.name in ("llvm", "c")
-    variants = {"plain": _prepare(lowered, network.entry, bounds, bool(lift_temporaries))}
-    if any(s.endswith(REWRITES) for s in strategies):
+    if can_lift:
+        temporaries = lift_kernel_temporaries(lowered, network.entry)[1]
+    variants = {
+        Variant.STOCK: _Variant(lowered, plain, plain),
+        Variant.PLAIN: _prepare(lowered, network.entry, bounds, bool(lift_temporaries)),
+    }
+    variants[Variant.REPO] = variants[Variant.PLAIN]
+    if any(s.variant is Variant.REWRITES for s in chosen):
         inlined, _ = inline_pool_padding(lowered) if can_lift else (lowered, [])
         lift = can_lift if lift_temporaries is None else lift_temporaries
-        variants["rewrites"] = _prepare(inlined, network.entry, bounds, lift)
-    problem = variants["plain"].planned.problem(name=name)
+        variants[Variant.REWRITES] = _prepare(inlined, network.entry, bounds, lift)
+    problem = variants[Variant.PLAIN].planned.problem(name=name)
     bound = _align(lower_bound(problem)) if problem.buffers else 0
     output_bytes = sum(t.size for t in plain.escaping)
     lowering_seconds = time.perf_counter() - started
 
     builds: dict[str, _Build] = {}
-    for strategy in dict.fromkeys([STOCK, *strategies]):
-        stock = strategy == STOCK
-        if stock:
-            variant = _Variant(lowered, plain, plain)
-        else:
-            variant = variants["rewrites" if strategy.endswith(REWRITES) else "plain"]
+    stock = check_names([STOCK])[0]
+    for strategy in {s.name: s for s in (stock, *chosen)}.values():
+        variant = variants[strategy.variant]
         report = StrategyReport(
             model=name,
-            strategy=strategy,
+            strategy=strategy.name,
             lower_bound_bytes=bound,
             output_bytes=output_bytes,
             kernel_workspace_bytes=0 if variant.lifted else temporaries.lifted_bytes,
             kernel_stack_bytes=temporaries.stack_bytes,
             shape_bounds=bounds,
+            tvm_version=tvm.__version__,
             target=str(tgt),
             environment=env,
+            model_source=source.source,
         )
         t0 = time.perf_counter()
         try:
-            builds[strategy] = _plan_and_build(
-                variant.module, variant.planned, strategy, report, tgt, seed,
-                by_binding=variant.by_binding,
+            builds[strategy.name] = _plan_and_build(
+                variant, strategy, report, tgt, seed,
+                base_dir=root, planner_time_limit=planner_time_limit,
             )
         except Exception as exc:  # one broken strategy must not hide the others
-            log.exception("strategy %s failed on %s", strategy, name)
+            log.exception("strategy %s failed on %s", strategy.name, name)
             report.error = f"{type(exc).__name__}: {exc}"
-            builds[strategy] = _Build(report, lowered, {}, variant.planned)
+            builds[strategy.name] = _Build(report, lowered, {}, variant.planned)
         report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
 
     if check_locally:
         _check_and_time(network, builds, tgt, repeat, seed)
     with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
-        root = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
+        out = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
         for build in builds.values():
             _write_artifacts(
-                root, build, keep=artifacts_dir is not None, export=bool(memory_configs),
+                out, build, keep=artifacts_dir is not None, export=bool(memory_configs),
                 fcompile=export_compiler,
             )
         if memory_configs and check_locally:
             _measure_memory(builds, network, memory_configs)
-    return [builds[s].report for s in strategies]
+    _describe_inputs(network, builds.values(), artifacts_dir, name, seed)
+    return [builds[s.name].report for s in chosen]
+
+
+def _describe_inputs(network, builds, artifacts_dir, name: str, seed: int) -> None:
+    inputs = network.random_inputs(seed)
+    sizes = [int(value.nbytes) for value in inputs]
+    path = ""
+    if artifacts_dir is not None:
+        folder = Path(artifacts_dir) / slug(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = str(folder / "inputs.npz")
+        np.savez(path, *inputs)
+    for build in builds:
+        report = build.report
+        report.entry = network.entry
+        report.inputs_file = path
+        # The first input is the data (see planner.tvm.zoo.network.Network); the rest are
+        # weights, which a deployment keeps in flash or uploads once.
+        report.input_bytes = sizes[0] if sizes else 0
+        report.weights_bytes = sum(sizes[1:])
 
 
 @dataclass
@@ -266,59 +232,49 @@ def _prepare(lowered: tvm.IRModule, entry: str, bounds: dict, lift: bool) -> _Va
 
 
 def _plan_and_build(
-    lowered: tvm.IRModule,
-    extraction: Extraction,
-    strategy: str,
+    variant: _Variant,
+    strategy: CompileStrategy,
     report: StrategyReport,
     target: tvm.target.Target,
     seed: int,
-    by_binding: Extraction | None = None,
+    *,
+    base_dir: Path | None = None,
+    planner_time_limit: float = repo_code.PLANNER_TIME_LIMIT,
 ) -> _Build:
-    """``extraction`` times tensors for planning; ``by_binding`` (same tensors) counts time
-    in whole bindings, which is what the rewrites reason about."""
+    """Plan ``variant`` with ``strategy``, write the plan into the module and build it."""
+    lowered, extraction = variant.module, variant.planned
     problem = extraction.problem()
-    if strategy == STOCK:
+    drop: set = set()
+    if strategy.variant is Variant.STOCK:
         planned = lowering.plan_with_stock_planner(lowered, target)
         offsets, arena = stock_offsets(planned, extraction)
-        final = lowering.finish_lowering(planned, target, stock_planner=False)
         report.proven_optimal = False
-    elif strategy.endswith(REWRITES):
-        base = strategy.removesuffix(REWRITES)
-        rewrites = find_rewrites(lowered, by_binding or extraction)
-        merged = rewrites.problem(extraction)
-        solution = strategy_registry.solve(merged, base, seed=seed)
-        plain = strategy_registry.solve(problem, base, seed=seed)
-        # Merging lengthens lifetimes; where that costs more than it saves, keep the plain
-        # plan (same base strategy) rather than report a rewrite that made things worse.
-        if solution.height <= plain.height:
-            validate_plan(merged, solution.offsets)
-            offsets = rewrites.expand(extraction, solution.offsets)
-            drop = rewrites.dropped
-            report.rewrites = {
-                "inplace": [list(r) for r in rewrites.inplace],
-                "concat": [[k, out, ins] for k, out, ins in rewrites.concats],
-                "dropped_calls": len(drop),
-            }
-        else:
-            solution, offsets, drop = plain, plain.offsets, set()
-            report.rewrites = {"inplace": [], "concat": [], "dropped_calls": 0,
-                               "rejected": "merged plan was not smaller"}
-        arena = _align(solution.height)
-        report.plan_seconds = round(solution.seconds, 4)
-        report.proven_optimal = False
-        planned = apply_plan(lowered, extraction, offsets, arena, drop=drop)
-        final = lowering.finish_lowering(planned, target, stock_planner=False)
     else:
-        solution = strategy_registry.solve(problem, strategy, seed=seed)
-        offsets = solution.offsets
-        arena = _align(solution.height)
-        report.plan_seconds = round(solution.seconds, 4)
-        report.proven_optimal = solution.proven_optimal
-        planned = apply_plan(lowered, extraction, offsets, arena)
-        final = lowering.finish_lowering(planned, target, stock_planner=False)
-    if not strategy.endswith(REWRITES):
-        # The plan we report must be the plan we built: check it like any other.
+        if strategy.variant is Variant.REWRITES:
+            offsets, height, seconds, drop = _plan_with_rewrites(
+                variant, strategy.base, report, seed
+            )
+            report.proven_optimal = False
+        elif strategy.variant is Variant.REPO:
+            started = time.perf_counter()
+            offsets = repo_code.run_planner(
+                strategy, problem, base_dir, time_limit=planner_time_limit
+            )
+            seconds = time.perf_counter() - started
+            height = max((offsets[b.id] + b.size for b in problem.buffers), default=0)
+            report.proven_optimal = False
+        else:
+            solution = library.solve(problem, strategy.base, seed=seed)
+            offsets, height, seconds = solution.offsets, solution.height, solution.seconds
+            report.proven_optimal = solution.proven_optimal
+        arena = _align(height)
+        report.plan_seconds = round(seconds, 4)
+        planned = apply_plan(lowered, extraction, offsets, arena, drop=drop)
+    if strategy.variant is not Variant.REWRITES:
+        # The plan we report must be the plan we built: check it like any other (a
+        # repository's planner included, whose plan is checked before anything runs it).
         validate_plan(problem, offsets)
+    final = lowering.finish_lowering(planned, target, stock_planner=False)
     report.intermediate_bytes = arena
     # Intermediates, kernel workspace and outputs, so that builds that leave kernel
     # temporaries to TVM's pool compare with builds that plan them. Until measured, the
@@ -328,6 +284,32 @@ def _plan_and_build(
     build = _Build(report, planned, offsets, extraction)
     build.executable = execute.build(final, target)
     return build
+
+
+def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, seed: int):
+    """Offsets, height, seconds and dropped calls of ``base`` after the rewrites."""
+    extraction = variant.planned
+    problem = extraction.problem()
+    rewrites = find_rewrites(variant.module, variant.by_binding or extraction)
+    merged = rewrites.problem(extraction)
+    solution = library.solve(merged, base, seed=seed)
+    plain = library.solve(problem, base, seed=seed)
+    # Merging lengthens lifetimes; where that costs more than it saves, keep the plain
+    # plan (same base strategy) rather than report a rewrite that made things worse.
+    if solution.height <= plain.height:
+        validate_plan(merged, solution.offsets)
+        report.rewrites = {
+            "inplace": [list(r) for r in rewrites.inplace],
+            "concat": [[k, out, ins] for k, out, ins in rewrites.concats],
+            "dropped_calls": len(rewrites.dropped),
+        }
+        return (
+            rewrites.expand(extraction, solution.offsets), solution.height, solution.seconds,
+            rewrites.dropped,
+        )
+    report.rewrites = {"inplace": [], "concat": [], "dropped_calls": 0,
+                       "rejected": "merged plan was not smaller"}
+    return plain.offsets, plain.height, plain.seconds, set()
 
 
 def peak_breakdown(extraction: Extraction, offsets: dict[str, int], top: int = 20) -> dict:

@@ -1,9 +1,15 @@
-"""The few git operations a run needs, on a bare mirror of the tracked repository."""
+"""The few git operations Peakwatch needs, on a bare mirror of each tracked repository.
+
+The tracking service records history from the mirror; a worker materialises the tree of the
+exact commit it runs (:func:`checkout`) and removes it afterwards.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import io
 import subprocess
+import tarfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +34,8 @@ def mirror(clone_url: str, work_dir: Path) -> Path:
     path = work_dir / "repos" / f"{key}.git"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        _git("clone", "--quiet", "--mirror", clone_url, str(path))
+        # "--": a URL starting with "-" must never be read as an option.
+        _git("clone", "--quiet", "--mirror", "--", clone_url, str(path))
     else:
         _git("fetch", "--quiet", "--prune", "origin", cwd=path)
     return path
@@ -64,8 +71,7 @@ def commit_info(repo: Path, rev: str) -> CommitInfo:
 
 def history(repo: Path, rev: str) -> list[CommitInfo]:
     """Commits reachable from ``rev``, oldest first (first parents only)."""
-    shas = _git("rev-list", "--first-parent", "--reverse", rev, cwd=repo).split()
-    return [commit_info(repo, sha) for sha in shas]
+    return [commit_info(repo, sha) for sha in reversed(first_parents(repo, rev))]
 
 
 def resolve(repo: Path, rev: str) -> str:
@@ -103,6 +109,46 @@ def blob_id(repo: Path, sha: str, path: str) -> str | None:
         return None
 
 
-def first_parents(repo: Path, rev: str, limit: int) -> list[str]:
-    """``rev`` and up to ``limit - 1`` of its first-parent ancestors, newest first."""
-    return _git("rev-list", "--first-parent", f"--max-count={limit}", rev, cwd=repo).split()
+def first_parents(repo: Path, rev: str, limit: int | None = None) -> list[str]:
+    """``rev`` and up to ``limit - 1`` of its first-parent ancestors (all without a limit),
+    newest first."""
+    count = [f"--max-count={limit}"] if limit is not None else []
+    return _git("rev-list", "--first-parent", *count, rev, cwd=repo).split()
+
+
+def tree_id(repo: Path, sha: str) -> str:
+    """Git's hash of the whole tree at ``sha``: equal trees, equal ids."""
+    return _git("rev-parse", "--verify", "--quiet", f"{sha}^{{tree}}", cwd=repo).strip()
+
+
+def content_id(repo: Path, sha: str, paths: list[str] | None = None) -> str:
+    """A hash of what ``paths`` hold at ``sha`` (files or folders), or of the whole tree.
+
+    A path missing at ``sha`` counts as missing, so adding it changes the hash.
+    """
+    if not paths:
+        return tree_id(repo, sha)
+    digest = hashlib.sha256()
+    for path in sorted(set(paths)):
+        digest.update(f"{path}\0{blob_id(repo, sha, path.rstrip('/')) or '-'}\n".encode())
+    return digest.hexdigest()
+
+
+def checkout(repo: Path, sha: str, dest: Path) -> Path:
+    """Write the tree of ``sha`` into ``dest`` (files only, no .git) and return it.
+
+    Members that would land outside ``dest`` (absolute names, ``..``, links pointing out)
+    are refused: the archive is the tracked repository's, not ours.
+    """
+    proc = subprocess.run(
+        ["git", "archive", "--format=tar", sha], cwd=repo, capture_output=True, check=False
+    )
+    if proc.returncode != 0:
+        raise GitError(f"git archive {sha[:10]} failed: {proc.stderr.decode().strip()}")
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
+        try:
+            archive.extractall(dest, filter="data")
+        except tarfile.FilterError as exc:
+            raise GitError(f"the tree of {sha[:10]} has an unsafe entry: {exc}") from None
+    return dest

@@ -1,0 +1,22 @@
+"""The Celery application, with the Django project as in Celery's own Django layout.
+
+Redis is the broker when configured; without one, tasks run eagerly in process. The worker
+modules are named, not imported, so the web process never loads them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+
+app = Celery("peakwatch")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_routes = {
+    "workers.tasks.plan_run": {"queue": "peakwatch"},
+    "workers.tracking.*": {"queue": "peakwatch"},
+}
+# Imported by a worker once Django is set up (importing now would load models too early).
+app.conf.imports = ["workers.tasks", "workers.tracking"]

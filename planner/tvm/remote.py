@@ -1,0 +1,80 @@
+"""Boards behind TVM RPC: find them, connect, and check and time uploaded builds there.
+
+The board runs ``python -m tvm.exec.rpc_server`` (registered with a tracker under its key,
+or listening on its own port). Builds were compiled for its target elsewhere; here each
+exported library is uploaded, its outputs are checked against the stock build *on the
+board*, and all builds are timed there, interleaved, with the remote VM's
+``time_evaluator``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from tvm import relax, rpc
+
+from planner.report import ATOL, RTOL, StrategyReport
+from planner.tvm import execute
+from planner.tvm.strategies import STOCK
+
+NO_REMOTE_MEMORY = (
+    "remote board: the RPC server reports no allocator statistics; memory is the planned "
+    "arena (planned_bytes)"
+)
+
+
+def tracker_has_key(host: str, port: int, key: str) -> bool:
+    summary = rpc.connect_tracker(host, port).summary()
+    # Servers register as "server:KEY" (the key may carry a suffix after a colon).
+    return any(
+        info.get("key", "").split(":")[1:2] == [key]
+        for info in summary.get("server_info", [])
+    )
+
+
+def connect(*, rpc_address: tuple[str, int] | None = None,
+            tracker: tuple[str, int] | None = None, key: str = "", timeout: float = 60):
+    """An RPC session with the board, through its tracker when it has one."""
+    if tracker is not None:
+        return rpc.connect_tracker(*tracker).request(
+            key, priority=1, session_timeout=int(timeout), max_retry=3
+        )
+    return rpc.connect(*rpc_address, session_timeout=int(timeout))
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+
+
+def check_remotely(session, device: str, reports: dict[str, StrategyReport], repeat: int):
+    """Upload every exported build, check outputs against the stock build and time them all
+    on the board; the figures go into ``reports``."""
+    dev = session.device(device, 0)
+
+    def loader(strategy: str, library: str):
+        def load():
+            remote_name = f"{_slug(strategy)}.so"
+            session.upload(library, target=remote_name)
+            return relax.VirtualMachine(session.load_module(remote_name), dev)
+
+        return load
+
+    loaders = {}
+    for strategy, report in reports.items():
+        library = report.artifacts.get("model.so")
+        if not report.ok or not library:
+            if report.ok:
+                report.error = "the build was not exported, so it cannot be uploaded"
+            continue
+        loaders[strategy] = loader(strategy, library)
+    reference = reports[STOCK]
+    with np.load(Path(reference.inputs_file)) as data:
+        inputs = [data[f"arr_{i}"] for i in range(len(data.files))]
+    checks = execute.check_and_time(
+        loaders, dev, inputs, reference=STOCK, entry=reference.entry,
+        repeat=repeat, rtol=RTOL, atol=ATOL, where=" on the board",
+    )
+    for strategy, check in checks.items():
+        for key, value in check.report_fields().items():
+            setattr(reports[strategy], key, value)
