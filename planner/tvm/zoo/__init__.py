@@ -8,7 +8,7 @@ A model source is one of
 - ``path/to/model.onnx``, with an optional ``input_shapes`` parameter for inputs whose shape
   is symbolic in the file;
 - ``path/to/module.py:factory``, called with the parameters; it returns a
-  :class:`~planner.zoo.network.Network` or ``(torch.nn.Module, example inputs)``.
+  :class:`~planner.tvm.zoo.network.Network` or ``(torch.nn.Module, example inputs)``.
 
 Relative paths are resolved against ``base_dir`` (the tracked checkout), else the current
 directory.
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.zoo import cnn, densenet, mlp, mobilenet, resnet, transformer, unet
-from planner.zoo.network import Network
+from planner.tvm.zoo import cnn, densenet, int8_cnn, mlp, mobilenet, resnet, transformer, unet
+from planner.tvm.zoo.network import Network
 
 ZOO: dict[str, Callable[..., Network]] = {
     "small_cnn": cnn.small_cnn,
@@ -33,6 +33,7 @@ ZOO: dict[str, Callable[..., Network]] = {
     "unet": unet.unet,
     "bert_tiny": transformer.bert_tiny,
     "mlp": mlp.mlp,
+    "int8_vgg": int8_cnn.int8_vgg,
 }
 
 
@@ -57,7 +58,7 @@ def zoo_names() -> list[str]:
 
 
 def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Network:
-    """Return the :class:`~planner.zoo.network.Network` that ``source`` names."""
+    """Return the :class:`~planner.tvm.zoo.network.Network` that ``source`` names."""
     text = source.source
     if text.startswith("zoo:"):
         return _build_zoo(text.removeprefix("zoo:"), source.params)
@@ -86,7 +87,7 @@ def _build_zoo(name: str, params: dict[str, Any]) -> Network:
 
 
 def _build_onnx(path: Path, params: dict[str, Any]) -> Network:
-    from planner.zoo.onnx_source import OnnxImportError, load_onnx
+    from planner.tvm.zoo.onnx_source import OnnxImportError, load_onnx
 
     unknown = set(params) - {"input_shapes"}
     if unknown:
@@ -101,7 +102,7 @@ def _build_onnx(path: Path, params: dict[str, Any]) -> Network:
 
 
 def _build_python(path: Path, factory: str, params: dict[str, Any]) -> Network:
-    from planner.zoo.python_source import PythonSourceError, load_factory
+    from planner.tvm.zoo.python_source import PythonSourceError, load_factory
 
     try:
         return load_factory(path, factory, params)
@@ -110,7 +111,15 @@ def _build_python(path: Path, factory: str, params: dict[str, Any]) -> Network:
 
 
 def _resolve(path: str, base_dir: Path | None) -> Path:
+    """Inside a tracked checkout, only the checkout; on the command line, any path."""
+    if base_dir is not None:
+        from planner.tvm.repo_code import RepoCodeError, resolve_in_tree
+
+        try:
+            return resolve_in_tree(base_dir, path)
+        except RepoCodeError as exc:
+            raise ModelSourceError(f"model source {exc}") from None
     candidate = Path(path).expanduser()
     if candidate.is_absolute():
         return candidate
-    return (Path(base_dir) if base_dir is not None else Path.cwd()) / candidate
+    return Path.cwd() / candidate
