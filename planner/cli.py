@@ -120,7 +120,11 @@ def _configure_solve(parser: argparse.ArgumentParser) -> None:
         "--strategy", "-s", required=True, help="strategy name (see 'planner strategies')"
     )
     parser.add_argument("--capacity", type=_capacity, help="bytes available; exit 3 if exceeded")
-    parser.add_argument("--time-limit", type=_seconds, help="seconds for the searching strategies")
+    parser.add_argument(
+        "--time-limit",
+        type=_seconds,
+        help="seconds; bounds every strategy (optimal's default: 10, heuristics: none)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
         "--output",

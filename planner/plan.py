@@ -127,10 +127,12 @@ def _raise_overlap(problem: Problem, offsets: Mapping[str, int], first: int, sec
 
 @dataclass(frozen=True)
 class Placement:
-    """What a strategy returns: an offset per buffer id, and whether it is proven optimal."""
+    """What a strategy returns: an offset per buffer id, whether it is proven optimal, and
+    (searching strategies) a proven lower bound on the height of any plan."""
 
     offsets: dict[str, int]
     proven_optimal: bool = False
+    lower_bound: int | None = None
 
 
 @dataclass
@@ -138,6 +140,8 @@ class Solution:
     """A validated plan and how it was made.
 
     ``fits`` is None when no capacity was given, else whether ``height <= capacity``.
+    ``lower_bound`` is the max-live bound; ``proven_lower_bound`` the best bound known (the
+    height itself when proven optimal, what a search proved, else the max-live bound).
     """
 
     strategy: str
@@ -148,11 +152,26 @@ class Solution:
     proven_optimal: bool
     fits: bool | None
     capacity: int | None = field(default=None, repr=False)
+    proven_lower_bound: int = -1
+
+    def __post_init__(self) -> None:
+        if self.proven_lower_bound < 0:
+            self.proven_lower_bound = self.lower_bound
+        if self.proven_optimal:
+            self.proven_lower_bound = self.height
 
     @property
     def ratio(self) -> float:
         """Height over the max-live lower bound (1.0 for an empty problem)."""
         return self.height / self.lower_bound if self.lower_bound else 1.0
+
+    @property
+    def gap(self) -> float:
+        """How far the height may be above the optimum, as a share of the height (as MIP
+        solvers report it): 0.0 when proven optimal."""
+        if not self.height:
+            return 0.0
+        return (self.height - self.proven_lower_bound) / self.height
 
     def to_json(self) -> dict[str, Any]:
         """The summary line the CLI prints; ``buffers`` is the number of buffers planned."""
@@ -161,6 +180,8 @@ class Solution:
             "buffers": len(self.offsets),
             "height": self.height,
             "lower_bound": self.lower_bound,
+            "proven_lower_bound": self.proven_lower_bound,
+            "gap": round(self.gap, 6),
             "seconds": round(self.seconds, 6),
             "proven_optimal": self.proven_optimal,
             "fits": self.fits,

@@ -13,6 +13,7 @@ import csv
 import io
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,8 +36,23 @@ REQUIRED_COLUMNS = ("id", "lower", "upper", "size")
 OPTIONAL_COLUMNS = ("alignment", "offset")
 
 
+# Values must fit machine integers, as the exact search and other tools hold them so:
+# times are signed 64-bit, sizes, alignments and offsets unsigned 64-bit.
+TIME_MIN, TIME_MAX = -(1 << 63), (1 << 63) - 1
+AMOUNT_MAX = (1 << 64) - 1
+
+
 class ProblemError(ValueError):
-    """A malformed problem: the message says what is wrong and where."""
+    """A malformed problem: the message says what is wrong and where.
+
+    ``field`` names the buffer field at fault (``"size"``, ...) when one is; ``path`` is
+    the JSON path of the bad value (``("buffers", 3, "size")``) when known.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, path: tuple = ()) -> None:
+        super().__init__(message)
+        self.field = field
+        self.path = path
 
 
 def _is_int(value: object) -> bool:
@@ -57,29 +73,46 @@ class Buffer:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
-            raise ProblemError(f"buffer id must be a non-empty string, got {self.id!r}")
+            raise ProblemError(
+                f"buffer id must be a non-empty string, got {self.id!r}", field="id"
+            )
         for name in ("lower", "upper", "size", "alignment"):
             if not _is_int(getattr(self, name)):
                 value = getattr(self, name)
-                raise ProblemError(f"buffer {self.id!r}: {name} must be an integer, got {value!r}")
+                raise ProblemError(
+                    f"buffer {self.id!r}: {name} must be an integer, got {value!r}", field=name
+                )
+        for name in ("lower", "upper"):
+            check_range(getattr(self, name), name, f"buffer {self.id!r}: ")
         if self.size < 0:
-            raise ProblemError(f"buffer {self.id!r}: size must be >= 0, got {self.size}")
+            raise ProblemError(
+                f"buffer {self.id!r}: size must be >= 0, got {self.size}", field="size"
+            )
+        check_range(self.size, "size", f"buffer {self.id!r}: ")
         if self.lower >= self.upper:
             raise ProblemError(
-                f"buffer {self.id!r}: lower must be < upper, got [{self.lower}, {self.upper})"
+                f"buffer {self.id!r}: lower must be < upper, got [{self.lower}, {self.upper})",
+                field="upper",
             )
         if self.alignment < 1:
-            raise ProblemError(f"buffer {self.id!r}: alignment must be >= 1, got {self.alignment}")
+            raise ProblemError(
+                f"buffer {self.id!r}: alignment must be >= 1, got {self.alignment}",
+                field="alignment",
+            )
+        check_range(self.alignment, "alignment", f"buffer {self.id!r}: ")
         if self.offset is not None:
             if not _is_int(self.offset) or self.offset < 0:
                 raise ProblemError(
                     f"buffer {self.id!r}: offset must be a non-negative integer, "
-                    f"got {self.offset!r}"
+                    f"got {self.offset!r}",
+                    field="offset",
                 )
+            check_range(self.offset, "offset", f"buffer {self.id!r}: ")
             if self.offset % self.alignment:
                 raise ProblemError(
                     f"buffer {self.id!r}: fixed offset {self.offset} is not a multiple of "
-                    f"its alignment {self.alignment}"
+                    f"its alignment {self.alignment}",
+                    field="offset",
                 )
 
     def overlaps(self, other: Buffer) -> bool:
@@ -124,6 +157,22 @@ class Problem:
         return self._index[buffer_id]
 
 
+def check_range(value: int, name: str, prefix: str = "") -> None:
+    """ProblemError unless ``value`` fits the 64-bit range of the field ``name``."""
+    if name in ("lower", "upper"):
+        low, high, kind = TIME_MIN, TIME_MAX, "a signed"
+    else:
+        low, high, kind = 0, AMOUNT_MAX, "an unsigned"
+        if value < 0:
+            raise ProblemError(f"{prefix}{name} must be >= 0, got {value}", field=name)
+    if not low <= value <= high:
+        raise ProblemError(
+            f"{prefix}{name} {value} is out of range: it must fit {kind} 64-bit integer "
+            f"({low} to {high})",
+            field=name,
+        )
+
+
 def lower_bound(problem: Problem | Iterable[Buffer]) -> int:
     """The max-live bound: the largest total size of buffers live at one instant.
 
@@ -151,9 +200,28 @@ def lower_bound(problem: Problem | Iterable[Buffer]) -> int:
 def _parse_int(text: str, column: str, where: str) -> int:
     stripped = text.strip()
     try:
-        return int(stripped, 10)
+        value = int(stripped, 10)
     except ValueError:
-        raise ProblemError(f"{where}: {column} must be an integer, got {text!r}") from None
+        shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} chars)"
+        raise ProblemError(f"{where}: {column} must be an integer, got {shown!r}") from None
+    try:
+        check_range(value, column)
+    except ProblemError as error:
+        raise ProblemError(f"{where}: {error}") from None
+    return value
+
+
+def _decoding_error(label: str, path: str | os.PathLike[str], error: UnicodeDecodeError):
+    """A ProblemError naming the line and column of the first byte that is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+        position = 0
+    except UnicodeDecodeError as found:
+        position = found.start
+    line = data.count(b"\n", 0, position) + 1
+    column = position - (data.rfind(b"\n", 0, position) + 1) + 1
+    return ProblemError(f"{label}:{line}: column {column}: not UTF-8 text ({error.reason})")
 
 
 def _problem_name(source: object) -> str:
@@ -175,7 +243,7 @@ def read_csv(path: str | os.PathLike[str] | IO[str], name: str | None = None) ->
         except OSError as error:
             raise ProblemError(f"{label}: cannot read: {error.strerror or error}") from error
         except UnicodeDecodeError as error:
-            raise ProblemError(f"{label}: not UTF-8 text ({error.reason})") from error
+            raise _decoding_error(label, path, error) from None
     label = getattr(path, "name", "<stream>")
     return _read_csv_rows(path, str(label), name or "")
 
@@ -186,10 +254,10 @@ def _read_csv_rows(handle: IO[str], label: str, name: str) -> Problem:
         header = next(reader)
     except StopIteration:
         raise ProblemError(
-            f"{label}: empty file, expected a header 'id,lower,upper,size'"
+            f"{label}:1: column 1: empty file, expected a header 'id,lower,upper,size'"
         ) from None
     except csv.Error as error:
-        raise ProblemError(f"{label}:1: {error}") from None
+        raise ProblemError(f"{label}:1: column 1: {error}") from None
     columns = [cell.strip().lower() for cell in header]
     for number, column in enumerate(columns, start=1):
         if column not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS:
@@ -201,7 +269,9 @@ def _read_csv_rows(handle: IO[str], label: str, name: str) -> Problem:
             raise ProblemError(f"{label}:1: column {number}: duplicate column {column!r}")
     missing = [column for column in REQUIRED_COLUMNS if column not in columns]
     if missing:
-        raise ProblemError(f"{label}:1: missing column(s) {', '.join(missing)}")
+        raise ProblemError(
+            f"{label}:1: column {len(columns) + 1}: missing column(s) {', '.join(missing)}"
+        )
     position = {column: index for index, column in enumerate(columns)}
 
     buffers: list[Buffer] = []
@@ -213,7 +283,8 @@ def _read_csv_rows(handle: IO[str], label: str, name: str) -> Problem:
                 continue
             if len(row) != len(columns):
                 raise ProblemError(
-                    f"{label}:{line}: expected {len(columns)} fields, got {len(row)}"
+                    f"{label}:{line}: column {min(len(row), len(columns)) + 1}: "
+                    f"expected {len(columns)} fields, got {len(row)}"
                 )
             values: dict[str, Any] = {}
             for column, index in position.items():
@@ -232,16 +303,19 @@ def _read_csv_rows(handle: IO[str], label: str, name: str) -> Problem:
             buffer_id = values["id"]
             if buffer_id in first_line:
                 raise ProblemError(
-                    f"{label}:{line}: duplicate buffer id {buffer_id!r} "
-                    f"(first on line {first_line[buffer_id]})"
+                    f"{label}:{line}: column {position['id'] + 1} (id): duplicate buffer id "
+                    f"{buffer_id!r} (first on line {first_line[buffer_id]})"
                 )
             first_line[buffer_id] = line
             try:
                 buffers.append(Buffer(**values))
             except ProblemError as error:
-                raise ProblemError(f"{label}:{line}: {error}") from None
+                column = position.get(error.field or "id", 0) + 1
+                raise ProblemError(
+                    f"{label}:{line}: column {column} ({error.field or 'id'}): {error}"
+                ) from None
     except csv.Error as error:
-        raise ProblemError(f"{label}:{reader.line_num}: {error}") from None
+        raise ProblemError(f"{label}:{reader.line_num}: column 1: {error}") from None
     return Problem(tuple(buffers), name=name)
 
 
@@ -319,34 +393,47 @@ def problem_from_json(obj: Any, label: str = "<json>") -> Problem:
 
     ``alignment`` and ``offset`` may be left out. Raises ProblemError naming the bad field.
     """
+    top: tuple = ("buffers",)
     if isinstance(obj, list):
         obj = {"buffers": obj}
+        top = ()
     if not isinstance(obj, dict):
         raise ProblemError(f"{label}: expected an object with 'buffers', got {type(obj).__name__}")
     name = obj.get("name", "")
     if name is None:
         name = ""
     if not isinstance(name, str):
-        raise ProblemError(f"{label}: name must be a string, got {name!r}")
+        raise ProblemError(f"{label}: name must be a string, got {name!r}", path=("name",))
     unknown = set(obj) - {"name", "buffers"}
     if unknown:
-        raise ProblemError(f"{label}: unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+        first = sorted(map(str, unknown))[0]
+        raise ProblemError(
+            f"{label}: unknown field(s) {', '.join(sorted(map(str, unknown)))}",
+            path=(first, None),
+        )
     items = obj.get("buffers")
     if not isinstance(items, list):
-        raise ProblemError(f"{label}: 'buffers' must be a list")
+        raise ProblemError(f"{label}: 'buffers' must be a list", path=top)
     buffers: list[Buffer] = []
     seen: dict[str, int] = {}
     allowed = set(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
     for number, item in enumerate(items):
         where = f"{label}: buffers[{number}]"
+        at = (*top, number)
         if not isinstance(item, dict):
-            raise ProblemError(f"{where}: expected an object, got {type(item).__name__}")
+            raise ProblemError(
+                f"{where}: expected an object, got {type(item).__name__}", path=at
+            )
         missing = [key for key in REQUIRED_COLUMNS if key not in item]
         if missing:
-            raise ProblemError(f"{where}: missing field(s) {', '.join(missing)}")
+            raise ProblemError(f"{where}: missing field(s) {', '.join(missing)}", path=at)
         extra = set(item) - allowed
         if extra:
-            raise ProblemError(f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}")
+            first = sorted(map(str, extra))[0]
+            raise ProblemError(
+                f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}",
+                path=(*at, first, None),
+            )
         buffer_id = item["id"]
         if _is_int(buffer_id):
             buffer_id = str(buffer_id)
@@ -355,10 +442,13 @@ def problem_from_json(obj: Any, label: str = "<json>") -> Problem:
             if key in ("alignment", "offset") and value is None:
                 continue
             if not _is_int(value):
-                raise ProblemError(f"{where}.{key}: must be an integer, got {value!r}")
+                raise ProblemError(
+                    f"{where}.{key}: must be an integer, got {value!r}", path=(*at, key)
+                )
         if isinstance(buffer_id, str) and buffer_id in seen:
             raise ProblemError(
-                f"{where}: duplicate buffer id {buffer_id!r} (first at buffers[{seen[buffer_id]}])"
+                f"{where}: duplicate buffer id {buffer_id!r} (first at buffers[{seen[buffer_id]}])",
+                path=(*at, "id"),
             )
         alignment = item.get("alignment")
         try:
@@ -371,7 +461,9 @@ def problem_from_json(obj: Any, label: str = "<json>") -> Problem:
                 offset=item.get("offset"),
             )
         except ProblemError as error:
-            raise ProblemError(f"{where}: {error}") from None
+            raise ProblemError(
+                f"{where}: {error}", path=(*at, error.field) if error.field else at
+            ) from None
         seen[buffer.id] = number
         buffers.append(buffer)
     return Problem(tuple(buffers), name=name)
@@ -382,19 +474,86 @@ def read_json(path: str | os.PathLike[str]) -> Problem:
     label = str(path)
     try:
         with open(path, encoding="utf-8") as handle:
-            obj = json.load(handle)
+            text = handle.read()
     except OSError as error:
         raise ProblemError(f"{label}: cannot read: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise _decoding_error(label, path, error) from None
+    try:
+        obj = json.loads(text)
     except json.JSONDecodeError as error:
         raise ProblemError(
             f"{label}:{error.lineno}: column {error.colno}: invalid JSON: {error.msg}"
         ) from None
-    except UnicodeDecodeError as error:
-        raise ProblemError(f"{label}: not UTF-8 text ({error.reason})") from error
-    problem = problem_from_json(obj, label=label)
+    except ValueError as error:
+        # Python refuses integers of more than 4,300 digits.
+        match = re.search(r"\d{4300,}", text)
+        line, column = _line_and_column(text, match.start() if match else 0)
+        raise ProblemError(f"{label}:{line}: column {column}: {error}") from None
+    try:
+        problem = problem_from_json(obj, label=label)
+    except ProblemError as error:
+        line, column = _line_and_column(text, _json_position(text, error.path))
+        message = str(error).removeprefix(f"{label}: ")
+        raise ProblemError(f"{label}:{line}: column {column}: {message}") from None
     if not problem.name:
         problem = Problem(problem.buffers, name=Path(path).stem)
     return problem
+
+
+def _line_and_column(text: str, position: int) -> tuple[int, int]:
+    line = text.count("\n", 0, position) + 1
+    return line, position - (text.rfind("\n", 0, position) + 1) + 1
+
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _json_position(text: str, path: tuple) -> int:
+    """Where the value at ``path`` (keys and indexes; a final None: the key itself rather
+    than its value) starts in the valid JSON ``text``; as deep as the path can be
+    followed."""
+    decoder = json.JSONDecoder()
+
+    def skip(index: int) -> int:
+        return _WHITESPACE.match(text, index).end()  # type: ignore[union-attr]
+
+    position = skip(0)
+    for step_number, step in enumerate(path):
+        if step is None:
+            break
+        opening = text[position : position + 1]
+        if opening == "{" and isinstance(step, str):
+            index = skip(position + 1)
+            found = None
+            while index < len(text) and text[index] != "}":
+                key_start = index
+                key, index = decoder.raw_decode(text, index)
+                index = skip(skip(index) + 1)  # the colon
+                if key == step:
+                    last = step_number + 1 < len(path) and path[step_number + 1] is None
+                    found = key_start if last else index
+                    break
+                _, index = decoder.raw_decode(text, index)
+                index = skip(index)
+                if text[index : index + 1] == ",":
+                    index = skip(index + 1)
+            if found is None:
+                return position
+            position = found
+        elif opening == "[" and isinstance(step, int):
+            index = skip(position + 1)
+            for _ in range(step):
+                if text[index : index + 1] == "]":
+                    return position
+                _, index = decoder.raw_decode(text, index)
+                index = skip(index)
+                if text[index : index + 1] == ",":
+                    index = skip(index + 1)
+            position = index
+        else:
+            return position
+    return position
 
 
 def read_problem(path: str | os.PathLike[str]) -> Problem:

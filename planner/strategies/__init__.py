@@ -5,8 +5,9 @@ Every strategy is a module of this package exposing ``NAME``, ``SUMMARY`` and
     plan(problem, *, capacity=None, time_limit=None, seed=0) -> Placement
 
 where ``Placement`` holds the offsets by buffer id and whether they are proven optimal.
-Heuristics ignore ``capacity``; ``time_limit`` (seconds) bounds the searching strategies and
-None means the strategy's own default.
+Heuristics ignore ``capacity``; ``time_limit`` (seconds) bounds every strategy (a heuristic
+caught by it stacks the buffers it has not placed yet on top, so the plan stays valid) and
+None means the strategy's own default (none for the heuristics).
 """
 
 from __future__ import annotations
@@ -141,4 +142,5 @@ def solve(
         proven_optimal=placement.proven_optimal or top == bound,
         fits=None if capacity is None else top <= capacity,
         capacity=capacity,
+        proven_lower_bound=max(bound, min(placement.lower_bound or 0, top)),
     )

@@ -40,13 +40,14 @@ TIMEOUT = "timeout"
 
 HEURISTICS = ("WAT", "TAW", "TWA")
 
-_BIG = np.int64(1) << 40
+# Above any capacity the search is used with (see optimal.EXACT_SEARCH_MAX).
+_BIG = np.int64(1) << 62
 
 
 # A search step: a generator that pauses (yields None) now and then, returning whether it
 # found a placement.
 Steps = Generator[None, None, bool]
-PAUSE_EVERY = 128
+PAUSE_EVERY = 32
 
 
 @dataclass
@@ -70,7 +71,6 @@ class CanonicalSearch:
         self.free = np.array(free, dtype=np.int64)
         m = len(free)
         self.m = m
-        local = {g: k for k, g in enumerate(free)}
         self.sizes = np.array([instance.sizes[g] for g in free], dtype=np.int64)
         self.alignments = np.array([instance.alignments[g] for g in free], dtype=np.int64)
         self.aligned = bool((self.alignments > 1).any())
@@ -112,19 +112,19 @@ class CanonicalSearch:
         ).astype(np.int64)
 
         # Overlaps among free buffers, from the instance's conflict graph.
-        indptr = instance.indptr
-        indices = instance.indices
+        indptr, indices = instance.conflicts()
+        local_of = np.full(n, -1, dtype=np.int64)
+        local_of[self.free] = np.arange(m)
+        is_fixed = np.array([f is not None for f in instance.fixed], dtype=bool)
         self.overlaps: list[np.ndarray] = []
         fixed_blocks: list[list[tuple[int, int]]] = []
         for g in free:
-            neighbours = indices[indptr[g] : indptr[g + 1]].tolist()
-            self.overlaps.append(
-                np.array([local[o] for o in neighbours if o in local], dtype=np.int64)
-            )
+            neighbours = indices[indptr[g] : indptr[g + 1]]
+            mapped = local_of[neighbours]
+            self.overlaps.append(mapped[mapped >= 0])
             blocks = [
                 (instance.fixed[o], instance.fixed[o] + instance.sizes[o])
-                for o in neighbours
-                if instance.fixed[o] is not None
+                for o in neighbours[is_fixed[neighbours]].tolist()
             ]
             fixed_blocks.append(sorted(blocks))
         self.fixed_blocks = fixed_blocks

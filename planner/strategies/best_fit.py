@@ -16,6 +16,7 @@ equal-sized activations (as in CNNs) tightly.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from planner.plan import Placement
@@ -46,10 +47,20 @@ def plan(
     time_limit: float | None = None,
     seed: int = 0,
 ) -> Placement:
-    instance = Instance.of(problem)
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    return Placement(instance_plan(Instance.of(problem), deadline)[0])
+
+
+def instance_plan(instance: Instance, deadline: float | None) -> tuple[dict[str, int], int]:
+    """The lowest plan of the orders (by id) and its height. After ``deadline`` no further
+    order is tried, and the one under way stacks its remaining buffers on top."""
     best: list[int] | None = None
+    best_height = 0
     for name in ORDERS:
-        offsets = place_in_order(instance, order_by(instance, name), fit="best")
-        if best is None or plan_height(instance, offsets) < plan_height(instance, best):
-            best = offsets
-    return Placement(instance.offsets_by_id(best or []))
+        if best is not None and deadline is not None and time.perf_counter() > deadline:
+            break
+        offsets = place_in_order(instance, order_by(instance, name), fit="best", deadline=deadline)
+        top = plan_height(instance, offsets)
+        if best is None or top < best_height:
+            best, best_height = offsets, top
+    return instance.offsets_by_id(best or []), best_height

@@ -7,6 +7,8 @@ its already-placed conflicts (first fit).
 
 from __future__ import annotations
 
+import time
+
 from planner.plan import Placement
 from planner.problem import Problem
 from planner.strategies._placement import Instance, place_in_order
@@ -29,6 +31,7 @@ def plan(
     time_limit: float | None = None,
     seed: int = 0,
 ) -> Placement:
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     instance = Instance.of(problem)
-    offsets = place_in_order(instance, conflict_order(instance), fit="first")
+    offsets = place_in_order(instance, conflict_order(instance), fit="first", deadline=deadline)
     return Placement(instance.offsets_by_id(offsets))

@@ -6,6 +6,8 @@ the lowest aligned offset that misses every already-placed buffer it is live tog
 
 from __future__ import annotations
 
+import time
+
 from planner.plan import Placement
 from planner.problem import Problem
 from planner.strategies._placement import Instance, place_in_order
@@ -30,6 +32,7 @@ def plan(
     time_limit: float | None = None,
     seed: int = 0,
 ) -> Placement:
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     instance = Instance.of(problem)
-    offsets = place_in_order(instance, size_order(instance), fit="first")
+    offsets = place_in_order(instance, size_order(instance), fit="first", deadline=deadline)
     return Placement(instance.offsets_by_id(offsets))

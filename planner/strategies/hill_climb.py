@@ -20,7 +20,14 @@ import time
 
 from planner.plan import Placement
 from planner.problem import Problem, lower_bound
-from planner.strategies._placement import UNPLACED, Instance, place_in_order, plan_height
+from planner.strategies._placement import (
+    UNPLACED,
+    GraphTooLarge,
+    Instance,
+    place_against_neighbours,
+    place_in_order,
+    plan_height,
+)
 from planner.strategies.greedy_by_size import size_order
 
 NAME = "hill-climb"
@@ -41,7 +48,16 @@ def plan(
     started = time.perf_counter()
     deadline = started + (DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
     instance = Instance.of(problem)
-    offsets = climb(instance, size_order(instance), random.Random(seed), deadline, max_iterations)
+    # Without an explicit limit the default one bounds the climbing only, not the greedy
+    # start: on a large problem that start alone may take longer.
+    offsets = climb(
+        instance,
+        size_order(instance),
+        random.Random(seed),
+        deadline,
+        max_iterations,
+        cap_start=time_limit is not None,
+    )
     bound = lower_bound(problem)
     return Placement(
         instance.offsets_by_id(offsets), proven_optimal=plan_height(instance, offsets) == bound
@@ -55,15 +71,23 @@ def climb(
     deadline: float,
     max_iterations: int,
     target: int | None = None,
+    cap_start: bool = True,
 ) -> list[int]:
     """Hill-climb from ``order``; returns the offsets of the best order found.
 
     Stops early once the height is at most ``target`` (default: the max-live bound).
+    Re-placing uses the conflict graph where it is small, else the sweep (slower per try,
+    but no memory per pair).
     """
     if target is None:
         target = lower_bound(instance.problem)
     sizes = instance.sizes
-    offsets = place_in_order(instance, order)
+    try:
+        instance.conflicts()
+        replace = place_against_neighbours
+    except GraphTooLarge:
+        replace = place_in_order
+    offsets = place_in_order(instance, order, deadline=deadline if cap_start else None)
     # Fixed and zero-sized buffers are placed once and for all; the others get reordered.
     order = [i for i in order if sizes[i] > 0 and instance.fixed[i] is None]
     current = plan_height(instance, offsets)
@@ -71,14 +95,12 @@ def climb(
     if current <= target or len(order) < 2:
         return best_offsets
     position = {index: p for p, index in enumerate(order)}
-    indptr = instance.indptr.tolist()
-    indices = instance.indices
 
     def earlier_conflicts(index: int) -> list[int]:
         mine = position[index]
         return [
             other
-            for other in indices[indptr[index] : indptr[index + 1]].tolist()
+            for other in instance.neighbours(index)
             if other in position and position[other] < mine
         ]
 
@@ -107,7 +129,7 @@ def climb(
         trial = list(offsets)
         for index in order[start:]:
             trial[index] = UNPLACED
-        place_in_order(instance, order[start:], offsets=trial)
+        replace(instance, order[start:], offsets=trial)
         trial_height = plan_height(instance, trial)
         worse_by = (trial_height - current) / current
         if trial_height <= current or rng.random() < 0.5 * worse_by / attempt:

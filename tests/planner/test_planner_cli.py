@@ -42,6 +42,8 @@ def test_it_solves_a_problem_and_writes_the_plan(data_dir, tmp_path):
         "buffers": 5,
         "height": 12,
         "lower_bound": 12,
+        "proven_lower_bound": 12,
+        "gap": 0.0,
         "seconds": summary["seconds"],
         "proven_optimal": True,
         "fits": None,
@@ -86,7 +88,7 @@ def test_it_reads_and_writes_json(data_dir, tmp_path):
     ("text", "message"),
     [
         ("id,lower,upper,size\na,0,1,x\n", "bad.csv:2: column 4 (size)"),
-        ("id,lower,upper\n", "bad.csv:1: missing column(s) size"),
+        ("id,lower,upper\n", "bad.csv:1: column 4: missing column(s) size"),
     ],
 )
 def test_it_exits_2_with_one_line_on_a_malformed_file(tmp_path, text, message):

@@ -51,16 +51,22 @@ def test_it_accepts_columns_in_any_order_and_a_byte_order_mark(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", r"p\.csv: empty file"),
-        ("id,lower,upper\na,0,1\n", r"p\.csv:1: missing column\(s\) size"),
+        ("", r"p\.csv:1: column 1: empty file"),
+        ("id,lower,upper\na,0,1\n", r"p\.csv:1: column 4: missing column\(s\) size"),
         ("id,lower,upper,size,colour\n", r"p\.csv:1: column 5: unknown column 'colour'"),
         ("id,lower,upper,size,size\n", r"p\.csv:1: column 5: duplicate column 'size'"),
         ("id,lower,upper,size\na,0,1,4\nb,0,x,4\n", r"p\.csv:3: column 3 \(upper\)"),
         ("id,lower,upper,size\na,0,1,4.5\n", r"p\.csv:2: column 4 \(size\): .*integer"),
-        ("id,lower,upper,size\na,0,1\n", r"p\.csv:2: expected 4 fields, got 3"),
-        ("id,lower,upper,size\na,5,1,4\n", r"p\.csv:2: .*lower must be < upper"),
-        ("id,lower,upper,size\na,0,1,-4\n", r"p\.csv:2: .*size must be >= 0"),
-        ("id,lower,upper,size\na,0,1,4\na,2,3,4\n", r"p\.csv:3: duplicate buffer id 'a'.*line 2"),
+        ("id,lower,upper,size\na,0,1\n", r"p\.csv:2: column 4: expected 4 fields, got 3"),
+        (
+            "id,lower,upper,size\na,5,1,4\n",
+            r"p\.csv:2: column 3 \(upper\): .*lower must be < upper",
+        ),
+        ("id,lower,upper,size\na,0,1,-4\n", r"p\.csv:2: column 4 \(size\): .*size must be >= 0"),
+        (
+            "id,lower,upper,size\na,0,1,4\na,2,3,4\n",
+            r"p\.csv:3: column 1 \(id\): duplicate buffer id 'a'.*line 2",
+        ),
         ("id,lower,upper,size\n,0,1,4\n", r"p\.csv:2: column 1 \(id\): empty id"),
     ],
 )

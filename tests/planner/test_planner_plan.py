@@ -122,6 +122,8 @@ def test_a_solution_serialises_to_the_summary_line():
         "buffers": 2,
         "height": 8,
         "lower_bound": 8,
+        "proven_lower_bound": 8,
+        "gap": 0.0,
         "seconds": 0.25,
         "proven_optimal": True,
         "fits": None,

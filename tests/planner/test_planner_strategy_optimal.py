@@ -110,3 +110,29 @@ def test_it_returns_the_best_plan_found_within_the_time_limit():
 
     assert solution.seconds < 3
     assert solution.height <= solve(problem, "best-fit").height
+
+
+def test_minimising_proves_a_bound_above_max_live_and_closes_the_gap():
+    solution = solve(ALIGNED_PAIR, "optimal", time_limit=5)
+
+    assert solution.lower_bound == 6
+    assert solution.proven_lower_bound == solution.height == 7
+    assert solution.gap == 0.0
+    assert solution.to_json()["gap"] == 0.0
+
+
+def test_a_minimisation_cut_short_reports_the_proven_bound_and_the_gap():
+    problem = Problem(
+        tuple(
+            Buffer(f"b{k}", (k * 37) % 300, (k * 37) % 300 + 5 + k % 40, 1 + (k * 31) % 97)
+            for k in range(300)
+        )
+    )
+
+    summary = solve(problem, "optimal", time_limit=0.5).to_json()
+
+    assert summary["proven_optimal"] is False
+    assert summary["lower_bound"] <= summary["proven_lower_bound"] < summary["height"]
+    assert summary["gap"] == round(
+        (summary["height"] - summary["proven_lower_bound"]) / summary["height"], 6
+    )

@@ -1,0 +1,126 @@
+"""The sweep behind first fit and best fit: the same plans as a pass over the explicit
+conflict graph, without ever listing the conflicting pairs."""
+
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.plan import validate_plan
+from planner.problem import Buffer, Problem
+from planner.strategies import _placement, best_fit, greedy_by_size, solve
+from planner.strategies._placement import (
+    GraphTooLarge,
+    Instance,
+    place_against_neighbours,
+    place_in_order,
+)
+
+
+@st.composite
+def problems(draw, max_buffers=14):
+    count = draw(st.integers(1, max_buffers))
+    buffers = []
+    for k in range(count):
+        lower = draw(st.integers(0, 15))
+        upper = lower + draw(st.integers(1, 10))
+        size = draw(st.integers(0, 16))
+        alignment = draw(st.sampled_from([1, 1, 1, 2, 4, 8]))
+        buffers.append(Buffer(f"b{k}", lower, upper, size, alignment))
+    if draw(st.booleans()):
+        k = draw(st.integers(0, count - 1))
+        b = buffers[k]
+        buffers[k] = Buffer(b.id, b.lower, b.upper, b.size, b.alignment, 4 * b.alignment)
+    return Problem(tuple(buffers))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems(), fit=st.sampled_from(["first", "best"]), data=st.data())
+def test_the_sweep_places_every_buffer_where_the_pairwise_pass_does(problem, fit, data):
+    instance = Instance(problem)
+    order = data.draw(st.permutations(range(len(problem))))
+
+    swept = place_in_order(instance, order, fit)
+
+    assert swept == place_against_neighbours(instance, order, fit)
+    validate_plan(problem, instance.offsets_by_id(swept))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems(max_buffers=40), fit=st.sampled_from(["first", "best"]))
+def test_the_vectorised_union_gives_the_same_plans(problem, fit):
+    # Force the numpy path for every query: its gaps must be the plain path's gaps.
+    instance = Instance(problem)
+    order = list(range(len(problem)))
+    plain = place_in_order(instance, order, fit)
+    saved = _placement.NUMPY_FROM
+    _placement.NUMPY_FROM = 0
+    try:
+        vectorised = place_in_order(instance, order, fit)
+    finally:
+        _placement.NUMPY_FROM = saved
+
+    assert vectorised == plain
+
+
+def test_the_strategies_give_the_heights_of_the_pairwise_heuristics():
+    rng = random.Random(7)
+    buffers = []
+    for k in range(2000):
+        lower = rng.randrange(0, 4000)
+        buffers.append(Buffer(f"b{k}", lower, lower + rng.randint(1, 200), rng.randint(1, 5000)))
+    problem = Problem(tuple(buffers))
+    instance = Instance(problem)
+
+    by_size = place_against_neighbours(instance, greedy_by_size.size_order(instance))
+    best = min(
+        max(
+            o + s
+            for o, s in zip(
+                place_against_neighbours(instance, best_fit.order_by(instance, name), "best"),
+                instance.sizes,
+                strict=True,
+            )
+        )
+        for name in best_fit.ORDERS
+    )
+
+    assert solve(problem, "greedy-by-size").height == max(
+        o + s for o, s in zip(by_size, instance.sizes, strict=True)
+    )
+    assert solve(problem, "best-fit").height == best
+
+
+def test_degrees_count_conflicts_without_listing_them():
+    problem = Problem(
+        (
+            Buffer("a", 0, 10, 4),
+            Buffer("b", 2, 4, 4),
+            Buffer("c", 4, 6, 4),
+            Buffer("empty", 0, 10, 0),
+            Buffer("later", 10, 12, 4),
+        )
+    )
+
+    assert Instance(problem).degrees() == [2, 1, 1, 0, 0]
+    assert Instance(problem).pair_count() == 2
+
+
+def test_the_conflict_graph_is_refused_above_a_pair_limit():
+    problem = Problem(tuple(Buffer(f"b{k}", 0, 10, 1) for k in range(50)))
+
+    try:
+        Instance(problem).conflicts(max_pairs=100)
+    except GraphTooLarge as error:
+        assert error.pairs == 50 * 49 // 2
+    else:
+        raise AssertionError("expected GraphTooLarge")
+
+
+def test_a_heuristic_caught_by_its_deadline_stacks_the_rest_into_a_valid_plan():
+    problem = Problem(tuple(Buffer(f"b{k}", k, k + 5, 1 + k % 7) for k in range(1000)))
+    instance = Instance(problem)
+
+    offsets = place_in_order(instance, range(1000), deadline=0.0)  # long past
+
+    validate_plan(problem, instance.offsets_by_id(offsets))
