@@ -44,6 +44,8 @@ class Limits:
     cpu_seconds: int = 1800
     file_bytes: int = 2 << 30
     wall_seconds: float = 1800.0
+    #: How long a repository's own planner may take for one model.
+    planner_seconds: float = 60.0
 
     @classmethod
     def from_settings(cls, values: dict | None) -> Limits:
@@ -53,6 +55,7 @@ class Limits:
             cpu_seconds=int(values.get("CPU_SECONDS", cls.cpu_seconds)),
             file_bytes=int(values.get("FILE_BYTES", cls.file_bytes)),
             wall_seconds=float(values.get("WALL_SECONDS", cls.wall_seconds)),
+            planner_seconds=float(values.get("PLANNER_SECONDS", cls.planner_seconds)),
         )
 
 
@@ -132,6 +135,8 @@ def run_job(
         ) from None
     finally:
         _kill_group(proc)  # nothing it started outlives it
+    if output.strip():
+        log.debug("sandboxed compile said:\n%s", output[-20000:])
     if not out_path.exists():
         raise SandboxError(_why_no_reports(proc.returncode, output, limits))
     return [StrategyReport.from_json(item) for item in json.loads(out_path.read_text())]

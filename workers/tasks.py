@@ -206,7 +206,8 @@ def _cache_keys(run: Run, suite, entry, runner, strategies, mirror: Path) -> dic
     if content is None:
         return {}
     version = compile_cache.tvm_version()
-    return {s: compile_cache.cache_key(content, s, version, runner.target) for s in strategies}
+    identity = runner.cache_identity
+    return {s: compile_cache.cache_key(content, s, version, identity) for s in strategies}
 
 
 def _reuse_cached(run: Run, entry, board: str, strategies, keys: dict[str, str]) -> list[str]:

@@ -5,6 +5,11 @@ runs this module in its sandbox, and reads back one report per strategy. Everyth
 tracked repository brings (model files, pipeline, planner) is imported here, never in the
 worker. A model that cannot be built still answers: one failed report per strategy, with
 the reason.
+
+A job with a ``micro`` key (``board`` and/or ``machine``, optional ``sram_bytes`` and
+``flash_bytes``) is a micro board's: the C build is compiled and checked, then exported,
+built and run on the emulated board here too (:mod:`planner.tvm.micro.report`), since both
+build the model from what may be repository code.
 """
 
 from __future__ import annotations
@@ -30,8 +35,13 @@ def run(job: dict) -> list[StrategyReport]:
     }
     if "memory_configs" in job:
         options["memory_configs"] = tuple(job["memory_configs"])
+    micro = job.get("micro")
+    if micro is not None:
+        from planner.tvm.micro import report as micro_report
+
+        options.update(micro_report.compile_options(options))
     try:
-        return compile_model(source, job["strategies"], model_name=job["model"], **options)
+        reports = compile_model(source, job["strategies"], model_name=job["model"], **options)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job["model"])
         return [
@@ -41,6 +51,13 @@ def run(job: dict) -> list[StrategyReport]:
             )
             for strategy in job["strategies"]
         ]
+    if micro is not None:
+        micro_report.run_on_board(
+            reports, source, micro, model_name=job["model"],
+            artifacts_dir=job.get("artifacts_dir"), base_dir=job.get("base_dir"),
+            pipeline=job.get("pipeline", ""),
+        )
+    return reports
 
 
 def main(argv: list[str]) -> int:

@@ -1,49 +1,116 @@
-"""A micro-class board: C codegen, the static arena and the code size, against its SRAM."""
+"""A micro board: each plan exported as C, built for a Cortex-M and run on QEMU, sandboxed."""
+
+import io
+import zipfile
 
 import pytest
+from django.test import Client
 
 from dashboard.models import Result, Run
+from planner.tvm.micro.build import micro_toolchain_missing
 from workers import boards
 from workers.tasks import plan_run
 
 pytestmark = pytest.mark.slow
 
-TINY = {"channels": 4, "resolution": 16, "depth": 2}
+#: Small enough to export, build and emulate in about a second per strategy.
+TINY = {"channels": 4, "resolution": 8, "depth": 2}
+STRATEGIES = ["tvm-stock", "greedy-by-size", "best-fit+rewrites"]
 
 
-def _measure(tmp_path, capacity):
-    runner = boards.runner_for("mcu", {"mcu": {"kind": "micro", "memory_capacity": capacity}})
-    return runner.measure(
+@pytest.fixture(scope="module")
+def toolchain():
+    missing = micro_toolchain_missing()
+    if missing:
+        pytest.skip(f"micro toolchain missing: {missing}")
+
+
+def _runner(**entry):
+    return boards.runner_for("mcu", {"mcu": {"kind": "micro", **entry}})
+
+
+@pytest.fixture(scope="module")
+def reports(toolchain, tmp_path_factory):
+    runner = _runner(machine="mps2-an500", memory_capacity=327680, flash_capacity=1048576)
+    measured = runner.measure(
         model_name="tiny-cnn", source="zoo:small_cnn", params=TINY,
-        strategies=["tvm-stock", "greedy-by-size"], artifacts_dir=tmp_path, repeat=2,
+        strategies=STRATEGIES, artifacts_dir=tmp_path_factory.mktemp("mcu"), repeat=2,
     )
+    return dict(zip(STRATEGIES, measured, strict=True))
 
 
-def test_it_flags_a_model_whose_arena_exceeds_the_boards_memory(tmp_path):
-    reports = _measure(tmp_path, capacity=1024)
-
-    for report in reports:
-        assert report.error is None
+def test_every_strategy_runs_on_the_emulated_board_with_matching_outputs(reports):
+    for strategy, report in reports.items():
+        assert report.error is None, (strategy, report.error)
+        board = report.board.to_json()
+        assert board["kind"] == "micro" and board["machine"] == "mps2-an500"
+        assert board["outputs_match"] is True and board["host_outputs_match"] is True
+        assert report.outputs_match is True
         assert report.target.startswith('{"kind":"c"')
-        footprint = report.board.to_json()
-        assert footprint["sram_bytes"] >= report.planned_bytes > 1024
-        assert footprint["over_capacity"] is True and report.over_capacity is True
-        # The kernels were really compiled: the build has code, and weights are counted.
-        assert footprint["code"]["text"] > 0
-        assert footprint["weights_bytes"] > 0
         # Host timings say nothing about a microcontroller.
         assert report.latency_ms is None
 
 
-def test_a_model_that_fits_is_not_flagged(tmp_path):
-    reports = _measure(tmp_path, capacity=64 * 1024 * 1024)
+def test_the_figures_come_from_the_built_image_and_the_run(reports):
+    for report in reports.values():
+        board = report.board.to_json()
+        assert board["ram_bytes"] == board["static_ram_bytes"] + board["stack_bytes"]
+        assert board["static_ram_bytes"] >= board["arena_bytes"] + board["workspace_bytes"]
+        assert board["stack_bytes"] > 0
+        assert board["flash_bytes"] > board["weights_bytes"] > 0
+        assert board["instructions"] > 10_000
+        assert "instructions" in board["instructions_label"]
+        assert board["memory_capacity"] == board["sram_capacity"] == 327680
+        assert board["flash_capacity"] == 1048576
+        assert board["over_capacity"] is False and report.over_capacity is False
+    # Lifted temporaries move the kernels' workspace into the arena.
+    plain, lifted = reports["greedy-by-size"].board, reports["best-fit+rewrites"].board
+    assert lifted.figures["workspace_bytes"] < plain.figures["workspace_bytes"]
 
-    assert [r.over_capacity for r in reports] == [False, False]
+
+def test_each_strategys_export_is_a_zip_of_its_c_project(reports):
+    for report in reports.values():
+        with zipfile.ZipFile(report.artifacts["export.zip"]) as archive:
+            names = set(archive.namelist())
+        assert {"model.c", "kernels.c", "main.c", "Makefile"} <= names
+
+
+def test_the_board_is_offline_without_the_toolchain(monkeypatch):
+    from workers.boards import micro
+
+    monkeypatch.setattr(
+        micro, "micro_toolchain_missing",
+        lambda: "qemu-system-arm is not installed (Debian: qemu-system-arm)",
+    )
+    health = _runner().health()
+
+    assert health.online is False
+    assert "qemu-system-arm" in health.reason
+
+
+def test_the_boards_own_sizes_stand_unless_configured():
+    runner = _runner(board="stm32f746")
+
+    assert runner.memory_capacity == 320 * 1024
+    assert runner.compile_options(None)["micro"] == {
+        "board": "stm32f746", "machine": "mps2-an500",
+        "sram_bytes": 320 * 1024, "flash_bytes": 1024 * 1024,
+    }
+    assert runner.target == "c"
+
+
+def test_an_unknown_machine_is_a_configuration_error():
+    with pytest.raises(boards.UnknownBoard, match="unknown machine"):
+        _runner(machine="mps2-an999")
 
 
 @pytest.mark.django_db
-def test_the_run_records_the_flag_and_the_board(commit_naming, settings):
-    settings.PEAKWATCH_BOARDS = {"mcu": {"kind": "micro", "memory_capacity": 1024}}
+def test_a_run_records_the_board_figures_the_flag_and_the_export(
+    toolchain, commit_naming, settings
+):
+    settings.PEAKWATCH_BOARDS = {
+        "mcu": {"kind": "micro", "machine": "mps2-an386", "memory_capacity": 1024}
+    }
     commit = commit_naming(["mcu"])
     run = Run.objects.create(repository=commit.repository, commit=commit)
 
@@ -52,16 +119,18 @@ def test_the_run_records_the_flag_and_the_board(commit_naming, settings):
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED, run.error
     result = Result.objects.get(run=run, strategy__name="greedy-by-size")
+    board = result.details["board"]
+    assert result.status == Result.Status.OK, result.error
+    assert board["machine"] == "mps2-an386" and board["outputs_match"] is True
+    assert board["ram_bytes"] > 1024 and board["instructions"] > 0
     assert result.details["over_capacity"] is True
-    assert result.details["board"]["memory_capacity"] == 1024
     assert result.board.kind == "micro" and result.board.memory_capacity == 1024
     assert result.board.info["status"] == "online"
 
-    page = self_client_get(run)
-    assert "over capacity" in page
-
-
-def self_client_get(run):
-    from django.test import Client
-
-    return Client().get(run.get_absolute_url()).content.decode()
+    client = Client()
+    assert "over capacity" in client.get(run.get_absolute_url()).content.decode()
+    export = result.artifacts.get(name="export.zip")
+    response = client.get(export.get_absolute_url())
+    assert response.status_code == 200
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    assert "model.c" in archive.namelist()

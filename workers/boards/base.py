@@ -69,6 +69,11 @@ class BoardRunner:
     def memory_capacity(self) -> int | None:
         return self.config.memory_capacity
 
+    @property
+    def cache_identity(self) -> str:
+        """What, besides the model and strategy, decides the figures: part of the cache key."""
+        return self.target
+
     def health(self) -> Health:
         return Health(online=True)
 
@@ -125,6 +130,7 @@ class BoardRunner:
             "artifacts_dir": str(artifacts / "out"),
             "base_dir": str(job.tree.resolve()) if job.tree is not None else None,
             "pipeline": job.pipeline,
+            "planner_time_limit": self.limits.planner_seconds,
             **self.compile_options(job),
             **job.options,
         }

@@ -6,11 +6,14 @@ on, so it is configured there, next to ``-Q board.NAME``, as a JSON object of bo
     PEAKWATCH_BOARDS='{
       "rpi4": {"kind": "rpc", "tracker": "10.0.0.5:9190", "key": "rpi4",
                "target": {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}},
-      "stm32": {"kind": "micro", "target": "c", "memory_capacity": 196608}
+      "stm32": {"kind": "micro", "machine": "mps2-an500",
+                "memory_capacity": 327680, "flash_capacity": 1048576}
     }'
 
-``cpu`` and ``cuda`` need no entry. The worker copies kind, target and capacity into the
-Board row each time it serves a run, so the dashboard shows what the worker really uses.
+``cpu`` and ``cuda`` need no entry. Keys a kind of its own reads (a micro board's ``board``,
+``machine`` and ``flash_capacity``) are kept in :attr:`BoardConfig.extra`. The worker copies
+kind, target and capacity into the Board row each time it serves a run, so the dashboard
+shows what the worker really uses.
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ def parse(name: str, raw: dict[str, Any]) -> BoardConfig:
         for address in (raw.get("rpc"), raw.get("tracker")):
             if address:
                 split_address(address, name)
+    if kind == "micro":
+        _check_micro(name, raw)
     return BoardConfig(
         name=name,
         kind=kind,
@@ -97,6 +102,18 @@ def parse(name: str, raw: dict[str, Any]) -> BoardConfig:
         timeout=float(raw.get("timeout", 60.0)),
         extra={k: v for k, v in raw.items() if k not in _FIELDS},
     )
+
+
+def _check_micro(name: str, raw: dict[str, Any]) -> None:
+    from planner.tvm.micro.boards import UnknownBoard, resolve_board
+
+    flash = raw.get("flash_capacity")
+    if flash is not None and (not isinstance(flash, int) or flash <= 0):
+        raise BoardConfigError(f"board {name!r}: flash_capacity must be a positive integer")
+    try:
+        resolve_board(raw.get("board"), raw.get("machine"))
+    except UnknownBoard as exc:
+        raise BoardConfigError(f"board {name!r}: {exc}") from None
 
 
 def split_address(address: str, name: str = "") -> tuple[str, int]:

@@ -1,68 +1,79 @@
-"""Micro-class boards: devices without the TVM runtime, judged by what the build needs.
+"""Micro-class boards: a bare-metal C build of each plan, run on an emulated Cortex-M.
 
-A microcontroller runs no Relax VM and no RPC server, so nothing is timed on it. What a
-user needs to know is whether the model fits: the C-codegen build (target ``c``) is
-compiled and checked here as on any board, and each strategy reports
+A microcontroller runs no Relax VM and no RPC server. For each strategy the sandboxed
+compile (target ``c``, checked on the host) is followed, in the same child, by
+``planner.tvm.micro``: the plan is exported as a C project with one static arena, built
+with ``arm-none-eabi-gcc`` and run on ``qemu-system-arm``. Each Result records what the
+built image and the run say (``details["board"]``): RAM (static RAM + the stack's measured
+high-water mark), flash, arena, workspace region, executed instructions, whether the
+outputs match TVM's stock build on the board and as a host build, and ``over_capacity``
+against the board's SRAM and flash; the exported project is its ``export.zip`` artifact.
 
-- ``sram_bytes``: what must sit in RAM during an inference: the planned bytes (arena,
-  kernel workspace and outputs) and the input;
-- ``code``: section sizes of the compiled kernels (the ``model.so`` built by the host's C
-  compiler from the generated C: a proxy for the board's own compiler);
-- ``weights_bytes``: parameters, which a board keeps in flash.
+Configured in ``PEAKWATCH_BOARDS``::
 
-A strategy whose ``sram_bytes`` exceed the board's ``memory_capacity`` is flagged with
-``over_capacity``: still a result (the plan is right, the board is too small), shown on the
-run page.
+    "stm32": {"kind": "micro", "machine": "mps2-an500",
+              "memory_capacity": 327680, "flash_capacity": 1048576}
+
+``board`` names a board of :data:`planner.tvm.micro.BOARDS` (its CPU flags and sizes),
+``machine`` a QEMU machine; ``memory_capacity`` (SRAM) and ``flash_capacity`` override the
+board's sizes. Without the toolchain or QEMU on the host the board is offline.
 """
 
 from __future__ import annotations
 
-import logging
-
-from planner.report import BoardFigures, StrategyReport
-from workers.boards import elf
-from workers.boards.base import BoardRunner
-
-log = logging.getLogger(__name__)
+from planner.tvm.micro.boards import Board, resolve_board
+from planner.tvm.micro.build import micro_toolchain_missing
+from workers.boards.base import BoardRunner, Health
 
 
 class MicroBoard(BoardRunner):
     kind = "micro"
     default_target = "c"
 
+    @property
+    def board(self) -> Board:
+        extra = self.config.extra
+        return resolve_board(
+            extra.get("board"), extra.get("machine"),
+            sram_bytes=self.config.memory_capacity, flash_bytes=extra.get("flash_capacity"),
+        )
+
+    @property
+    def memory_capacity(self) -> int:
+        return self.board.sram_bytes
+
+    @property
+    def cache_identity(self) -> str:
+        # Another machine or capacity measures (or flags) differently: never reuse across.
+        board = self.board
+        return (
+            f"{self.target}|{board.name}|{board.machine}|{board.sram_bytes}|{board.flash_bytes}"
+        )
+
+    def health(self) -> Health:
+        missing = micro_toolchain_missing()
+        if missing:
+            return Health(online=False, reason=missing)
+        return Health(online=True)
+
     def describe(self) -> dict:
-        info = super().describe()
-        info["memory_capacity"] = self.memory_capacity
-        return info
+        board = self.board
+        return {
+            **super().describe(),
+            "board": board.name,
+            "machine": board.machine,
+            "cpu": board.cpu,
+            "memory_capacity": board.sram_bytes,
+            "flash_capacity": board.flash_bytes,
+        }
 
     def compile_options(self, job) -> dict:
-        # Host timings and the host allocator say nothing about the board.
-        return {"repeat": 0, "memory_configs": []}
-
-    def after_compile(self, job, reports) -> None:
-        for report in reports:
-            report.board = self.footprint(report)
-
-    def footprint(self, report: StrategyReport) -> BoardFigures:
-        planned = report.planned_bytes
-        # planned_bytes already holds the kernel workspace and the outputs.
-        sram = planned + (report.input_bytes or 0) if planned is not None else None
-        code = None
-        library = report.artifacts.get("model.so")
-        if library:
-            try:
-                code = elf.section_sizes(library).to_json()
-            except (OSError, elf.NotElf) as exc:
-                log.warning("no code size for %s: %s", library, exc)
-        capacity = self.memory_capacity
-        return BoardFigures(
-            kind=self.kind,
-            memory_capacity=capacity,
-            over_capacity=bool(capacity and sram is not None and sram > capacity),
-            figures={
-                "sram_bytes": sram,
-                "input_bytes": report.input_bytes,
-                "weights_bytes": report.weights_bytes,
-                "code": code,
+        board = self.board
+        return {
+            "repeat": 0,
+            "memory_configs": [],
+            "micro": {
+                "board": board.name, "machine": board.machine,
+                "sram_bytes": board.sram_bytes, "flash_bytes": board.flash_bytes,
             },
-        )
+        }

@@ -30,6 +30,8 @@ _EXPORTS = {
     "Board": "planner.tvm.micro.boards",
     "BOARDS": "planner.tvm.micro.boards",
     "get_board": "planner.tvm.micro.boards",
+    "resolve_board": "planner.tvm.micro.boards",
+    "run_on_board": "planner.tvm.micro.report",
     "MicroPlanError": "planner.tvm.micro.plan",
 }
 

@@ -96,3 +96,24 @@ def get_board(board: str | Board) -> Board:
     if board in BOARDS:
         return BOARDS[board]
     raise UnknownBoard(f"unknown board {board!r}; known: {', '.join(BOARDS)}")
+
+
+def resolve_board(
+    board: str | None = None, machine: str | None = None, *,
+    sram_bytes: int | None = None, flash_bytes: int | None = None,
+) -> Board:
+    """The board named by a board and/or a QEMU machine (the command line's ``--board`` and
+    ``--machine``, a micro worker's configuration), with its capacities overridden.
+
+    A machine alone gives that machine's own board; neither gives case 2's STM32F746.
+    """
+    if board is None and machine is not None:
+        machines = {b.machine: b for b in BOARDS.values() if b.name == b.machine}
+        if machine not in machines:
+            raise UnknownBoard(f"unknown machine {machine}; known: {', '.join(sorted(machines))}")
+        spec = machines[machine]
+    else:
+        spec = get_board(board or "stm32f746")
+        if machine is not None and machine != spec.machine:
+            raise UnknownBoard(f"board {spec.name} runs on {spec.machine}, not {machine}")
+    return spec.with_capacity(sram_bytes=sram_bytes, flash_bytes=flash_bytes)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from planner.cli import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, register_subcommand
-from planner.tvm.micro.boards import BOARDS, Board, get_board
+from planner.tvm.micro.boards import BOARDS, Board, resolve_board
 
 #: The fields of ``micro --json`` that every consumer can rely on; the rest may grow.
 JSON_FIELDS = (
@@ -43,17 +43,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _board(args: argparse.Namespace) -> Board:
-    if args.board is None and args.machine is not None:
-        machines = {b.machine: b for b in BOARDS.values() if b.name == b.machine}
-        if args.machine not in machines:
-            raise ValueError(
-                f"unknown machine {args.machine}; known: {', '.join(sorted(machines))}"
-            )
-        return machines[args.machine]
-    board = get_board(args.board or "stm32f746")
-    if args.machine is not None and args.machine != board.machine:
-        raise ValueError(f"board {board.name} runs on {board.machine}, not {args.machine}")
-    return board
+    return resolve_board(args.board, args.machine)
 
 
 def configure_export(parser: argparse.ArgumentParser) -> None:

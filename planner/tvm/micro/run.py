@@ -8,6 +8,7 @@ compiler, libm or the emulator), not the plan; when neither matches, the plan is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Sequence
@@ -86,16 +87,25 @@ def run_micro(
     model_name: str | None = None,
     timeout: float = 600,
     jobs: int = 2,
+    pipeline: str = "",
 ) -> list[MicroResult]:
     """Export ``source`` under each strategy, build it, run it on the board and on the host.
 
     One failing strategy does not stop the others; each result says what went wrong in
     ``error``. Exports are written to ``work_dir/STRATEGY`` (kept) or to a temporary
-    folder (removed). Raises ``ValueError`` for an unknown strategy or board.
+    folder (removed). ``pipeline`` is the suite's ``path.py:function`` of Relax passes,
+    found under ``base_dir`` and run on the model before planning, as ``compile_model`` does.
+    Raises ``ValueError`` for an unknown strategy or board.
     """
     spec = get_board(board)
     offline = builder.micro_toolchain_missing()
-    network = build_network(source, base_dir=Path(base_dir) if base_dir else None)
+    root = Path(base_dir) if base_dir else None
+    network = build_network(source, base_dir=root)
+    if pipeline and not offline:
+        from planner.tvm import repo_code
+
+        mod = repo_code.run_pipeline(network.mod, pipeline, root, spec.tvm_target())
+        network = dataclasses.replace(network, mod=mod)
     name = model_name or network.name
     results = {
         s: MicroResult(
