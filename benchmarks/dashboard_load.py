@@ -94,6 +94,7 @@ def ensure_database(server: str, name: str, fresh: bool) -> bool:
 def setup_django(url: str) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SECRET_KEY", "benchmark-only-secret-key-" + "x" * 40)
     import django
 
     django.setup()
@@ -267,6 +268,8 @@ def start_server(url: str, port: int, workers: int, redis: str = "") -> subproce
         "DATABASE_URL": url,
         "DJANGO_DEBUG": "0",
         "DJANGO_SECRET_KEY": "benchmark-only-secret-key-" + "x" * 40,
+        # Served over plain HTTP on loopback: no HTTPS redirect.
+        "PEAKWATCH_TLS": "0",
         "DJANGO_SETTINGS_MODULE": "dashboard.settings",
         "PEAKWATCH_LOG_LEVEL": "WARNING",
     }

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from django.conf import settings
+from django.core.cache import cache
 from django.core.files import File
 from django.db import IntegrityError, transaction
 from django.db.models import F, Value
@@ -33,6 +35,7 @@ from dashboard.models import (
     Strategy,
     WebhookDelivery,
 )
+from dashboard.redaction import redact
 from planner.report import StrategyReport
 
 log = logging.getLogger(__name__)
@@ -142,6 +145,7 @@ def begin_run(run: Run, *, models: Iterable[tuple[str, str]], strategies: Iterab
 def append_log(run: Run, line: str) -> None:
     stamp = timezone.now().strftime("%H:%M:%S")
     # Concatenate in the database so concurrent board workers never overwrite each other.
+    line = redact(line)
     Run.objects.filter(pk=run.pk).update(log=Concat(F("log"), Value(f"{stamp} {line}\n")))
 
 
@@ -187,7 +191,7 @@ def record_result(
         "target": report.target,
         "environment": report.environment,
         "details": details,
-        "error": report.error or "",
+        "error": redact(report.error or ""),
     }
     result = _store_result(run, model=model, strategy=strategy, board=board, fields=fields)
     for name, path in report.artifacts.items():
@@ -277,6 +281,8 @@ def finish_run(run: Run, *, error: str = "") -> None:
     regressions and queues the notifications.
     """
     if error:
+        # Errors are shown to every visitor and in the API: no credentials of any URL.
+        error = redact(error)
         closed = Run.objects.filter(pk=run.pk).exclude(status=Run.Status.FAILED).update(
             status=Run.Status.FAILED, error=error, finished_at=timezone.now()
         )
@@ -431,6 +437,40 @@ def log_delivery(
         guid=guid, event=event, action=action, repository=repository, outcome=outcome,
         status_code=status_code, detail=detail[:2000], accepted=False,
     )
+
+
+def _rejection_keys(outcome: str, repository: Repository | None) -> tuple[str, str]:
+    base = f"peakwatch:webhook-rejections:{outcome}:{repository.pk if repository else 0}"
+    return base, base + ":unlogged"
+
+
+def log_rejected_delivery(
+    *, outcome: str, status_code: int, guid: str = "", event: str = "",
+    repository: Repository | None = None, detail: str = "",
+) -> WebhookDelivery:
+    """Record a delivery refused before it was verified, at most once a window per kind.
+
+    Anyone can send unsigned requests; logging each as a row would let them fill the
+    table. The first of a window (outcome x repository) is a row; the others are counted
+    and the count is written into the next row. Returns the row, or an unsaved delivery
+    when this one was only counted.
+    """
+    window = settings.PEAKWATCH_WEBHOOK_REJECTION_WINDOW
+    if window <= 0:
+        return log_delivery(outcome=outcome, status_code=status_code, guid=guid, event=event,
+                            repository=repository, detail=detail)
+    marker, unlogged = _rejection_keys(outcome, repository)
+    if not cache.add(marker, 1, window):
+        cache.add(unlogged, 0, None)
+        cache.incr(unlogged)
+        return WebhookDelivery(guid=guid, event=event, repository=repository, outcome=outcome,
+                               status_code=status_code, detail=detail[:2000])
+    skipped = cache.get(unlogged) or 0
+    if skipped:
+        cache.decr(unlogged, skipped)
+        detail += f" ({skipped} more like this before were counted, not logged)"
+    return log_delivery(outcome=outcome, status_code=status_code, guid=guid, event=event,
+                        repository=repository, detail=detail)
 
 
 def accept_delivery(

@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin
 
 from dashboard.models import (
@@ -16,11 +17,71 @@ from dashboard.models import (
     Strategy,
     WebhookDelivery,
 )
+from dashboard.redaction import redact
+
+SECRET_FIELDS = ("webhook_secret", "github_token")
+
+
+class RepositoryForm(forms.ModelForm):
+    """Secrets are write-only here, and a clone URL's password is never sent to the page.
+
+    A secret field is empty on the page: left empty it keeps the stored value, filled it
+    replaces it, and its checkbox clears it. The clone URL is shown with its password
+    masked; sent back unchanged it keeps the stored URL.
+    """
+
+    webhook_secret = forms.CharField(
+        required=False, max_length=200, strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only. Leave empty to keep the current secret.",
+    )
+    github_token = forms.CharField(
+        required=False, max_length=200, strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only. Leave empty to keep the current token.",
+    )
+    clear_webhook_secret = forms.BooleanField(required=False, label="Clear the webhook secret")
+    clear_github_token = forms.BooleanField(required=False, label="Clear the GitHub token")
+
+    class Meta:
+        model = Repository
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        stored = self.instance.clone_url if self.instance.pk else ""
+        if stored:
+            self.initial["clone_url"] = redact(stored)
+        for name in SECRET_FIELDS:
+            is_set = bool(getattr(self.instance, name, ""))
+            self.fields[name].help_text += " Currently set." if is_set else " Currently empty."
+
+    def clean_clone_url(self):
+        value = self.cleaned_data["clone_url"]
+        stored = self.instance.clone_url if self.instance.pk else ""
+        if stored and value == redact(stored):
+            return stored
+        return value
+
+    def _post_clean(self):
+        # Before the instance is updated from the form: an empty field keeps the stored
+        # secret, a ticked box clears it.
+        for name in SECRET_FIELDS:
+            if self.cleaned_data.get(f"clear_{name}"):
+                self.cleaned_data[name] = ""
+            elif not self.cleaned_data.get(name):
+                self.cleaned_data[name] = getattr(self.instance, name, "")
+        super()._post_clean()
 
 
 @admin.register(Repository)
 class RepositoryAdmin(admin.ModelAdmin):
-    list_display = ("name", "clone_url", "default_branch", "created_at")
+    form = RepositoryForm
+    list_display = ("name", "clone_url_shown", "default_branch", "created_at")
+
+    @admin.display(description="clone URL")
+    def clone_url_shown(self, repository):
+        return redact(repository.clone_url)
 
 
 @admin.register(Commit)

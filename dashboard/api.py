@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from django.db.models import Count
 from django.http import HttpResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 
+from dashboard.api_params import ID_SCHEMA, MAX_BIGINT, enum_param, int_param
 from dashboard.models import Artifact, Commit, Model, Repository, Result, Run
 from dashboard.trends import trend
 
@@ -162,7 +161,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         repository = self.request.query_params.get("repository")
         if repository:
             runs = runs.filter(repository__name=repository)
-        status = self.request.query_params.get("status")
+        status = enum_param(self.request.query_params, "status", Run.Status.values)
         if status:
             runs = runs.filter(status=status)
         return runs
@@ -178,7 +177,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         OpenApiParameter("strategy", str, description="strategy name"),
         OpenApiParameter("board", str, description="board name"),
         OpenApiParameter("commit", str, description="commit sha or a prefix of it"),
-        OpenApiParameter("run", OpenApiTypes.INT, description="run id"),
+        OpenApiParameter("run", ID_SCHEMA, description="run id"),
         OpenApiParameter("status", str, enum=Result.Status.values),
     ]
 )
@@ -192,8 +191,8 @@ class ResultViewSet(viewsets.ReadOnlyModelViewSet):
             results = results.in_repository_named(params["repository"])
         if params.get("model"):
             model = params["model"]
-            if model.isdigit():
-                results = results.for_model(model)
+            if model.isascii() and model.isdigit() and int(model) <= MAX_BIGINT:
+                results = results.for_model(int(model))
             else:
                 results = results.for_model_named(model)
         if params.get("strategy"):
@@ -202,11 +201,12 @@ class ResultViewSet(viewsets.ReadOnlyModelViewSet):
             results = results.on_board_named(params["board"])
         if params.get("commit"):
             results = results.for_commit_sha(params["commit"])
-        if params.get("run"):
-            if not params["run"].isdigit():
-                raise ValidationError({"run": "a run id is a number"})
-            results = results.for_run(params["run"])
-        if params.get("status"):
-            results = results.filter(status=params["status"])
+        run = int_param(params, "run", minimum=1, maximum=MAX_BIGINT)
+        if run is not None:
+            results = results.for_run(run)
+        status = enum_param(params, "status", Result.Status.values)
+        if status:
+            results = results.filter(status=status)
         return results
+
 

@@ -16,64 +16,138 @@ import json
 import re
 
 from django.db import transaction
-from django.http import JsonResponse
-from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from dashboard import actions, queue
 from dashboard.models import Commit, Repository, Run
 
-HEX = re.compile(r"^[0-9a-f]{7,40}$")
-BRANCH = re.compile(r"^[\w./-]{1,200}$")
+# The same patterns are the OpenAPI schema's, so what the schema allows, the view accepts.
+NAME = r"^[-a-zA-Z0-9_]{1,100}$"
+SHA = r"^[0-9a-fA-F]{7,40}$"
+BRANCH = r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,199}$"
 
 
-def _error(status: int, message: str) -> JsonResponse:
-    return JsonResponse({"error": message}, status=status)
-
-
-@csrf_exempt
-@require_POST
-def trigger_run(request):
-    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() not in ("bearer", "token") or not raw.strip():
-        return _error(401, "send an API token: Authorization: Bearer <token>")
-    token = actions.use_api_token(raw.strip())
-    if token is None:
-        return _error(401, "unknown API token")
-    try:
-        body = json.loads(request.body or b"{}")
-    except ValueError:
-        return _error(400, "the body is not JSON")
-    if not isinstance(body, dict):
-        return _error(400, "the body must be a JSON object")
-    name, sha, branch = (body.get(k, "") for k in ("repository", "sha", "branch"))
-    if not all(isinstance(v, str) for v in (name, sha, branch)):
-        return _error(400, "repository, sha and branch are strings")
-    sha = sha.lower()
-    if not name:
-        return _error(400, "name the repository")
-    if not sha and not branch:
-        return _error(400, "give a commit sha or a branch")
-    if sha and not HEX.match(sha):
-        return _error(400, "sha must be 7 to 40 hex digits")
-    if branch and (not BRANCH.match(branch) or branch.startswith("-") or ".." in branch):
-        return _error(400, "that is not a branch name")
-    repository = Repository.objects.filter(name=name).first()
-    if repository is None:
-        return _error(404, f"no repository named {name!r}")
-    if not token.allows(repository):
-        return _error(403, "this token is for another repository")
-
-    known = list(Commit.objects.for_repository(repository).matching_sha(sha)[:2]) if sha else []
-    if len(known) == 1:
-        run = actions.start_run(known[0], trigger="api")
-        return JsonResponse(_described(run), status=202)
-    rev = sha or branch
-    transaction.on_commit(lambda: queue.send(queue.TRIGGER_RUN, repository.pk, rev, branch, "api"))
-    return JsonResponse(
-        {"status": "resolving", "repository": repository.name, "rev": rev, "branch": branch},
-        status=202,
+class TriggerRunRequest(serializers.Serializer):
+    repository = serializers.RegexField(NAME, help_text="the repository's name")
+    sha = serializers.RegexField(SHA, required=False, help_text="a commit sha, 7 to 40 hex digits")
+    branch = serializers.RegexField(
+        BRANCH, required=False,
+        help_text="a branch name (no '..'); with no sha, the branch's head is run",
     )
+
+
+class TriggeredRun(serializers.Serializer):
+    status = serializers.CharField(help_text="the run's status, or 'resolving'")
+    run = serializers.IntegerField(required=False, help_text="the run, when the commit is known")
+    url = serializers.CharField(required=False)
+    commit = serializers.CharField(required=False)
+    progress_url = serializers.CharField(required=False)
+    repository = serializers.CharField(required=False)
+    rev = serializers.CharField(required=False)
+    branch = serializers.CharField(required=False)
+
+
+class ApiError(serializers.Serializer):
+    error = serializers.CharField()
+
+
+def _error(status: int, message: str) -> Response:
+    return Response({"error": message}, status=status)
+
+
+class TriggerRun(APIView):
+    """``POST /api/runs``, authenticated by its own bearer token (no session, no CSRF)."""
+
+    authentication_classes: list = []
+    permission_classes: list = []
+    # The body is read as JSON whatever its Content-Type; the schema says JSON only.
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        operation_id="runs_trigger",
+        summary="Run a commit (CI without webhooks)",
+        description=(
+            "Send `sha` or `branch` (or both). A commit already recorded starts at once and "
+            "the answer names its run; anything else is resolved in the repository's mirror "
+            "by a task, and the answer says `resolving`."
+        ),
+        request=TriggerRunRequest,
+        auth=[{"ApiToken": []}],
+        responses={
+            202: TriggeredRun,
+            400: OpenApiResponse(ApiError, description="malformed body or values"),
+            401: OpenApiResponse(ApiError, description="no token, or an unknown one"),
+            403: OpenApiResponse(ApiError, description="the token is for another repository"),
+            404: OpenApiResponse(ApiError, description="no repository of that name"),
+        },
+        examples=[
+            OpenApiExample(
+                "a branch", value={"repository": "models", "branch": "main"}, request_only=True
+            )
+        ],
+    )
+    def post(self, request):
+        scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() not in ("bearer", "token") or not raw.strip():
+            return _error(401, "send an API token: Authorization: Bearer <token>")
+        token = actions.use_api_token(raw.strip())
+        if token is None:
+            return _error(401, "unknown API token")
+        try:
+            body = json.loads(request.body or b"{}")
+        except ValueError:
+            return _error(400, "the body is not JSON")
+        if not isinstance(body, dict):
+            return _error(400, "the body must be a JSON object")
+        problem = _invalid(body)
+        if problem:
+            return _error(400, problem)
+        name, sha, branch = body["repository"], body.get("sha", "").lower(), body.get("branch", "")
+        repository = Repository.objects.filter(name=name).first()
+        if repository is None:
+            return _error(404, f"no repository named {name!r}")
+        if not token.allows(repository):
+            return _error(403, "this token is for another repository")
+
+        known = (
+            list(Commit.objects.for_repository(repository).matching_sha(sha)[:2]) if sha else []
+        )
+        if len(known) == 1:
+            run = actions.start_run(known[0], trigger="api")
+            return Response(_described(run), status=202)
+        rev = sha or branch
+        transaction.on_commit(
+            lambda: queue.send(queue.TRIGGER_RUN, repository.pk, rev, branch, "api")
+        )
+        return Response(
+            {"status": "resolving", "repository": repository.name, "rev": rev, "branch": branch},
+            status=202,
+        )
+
+
+trigger_run = TriggerRun.as_view()
+
+
+def _invalid(body: dict) -> str:
+    """Why ``body`` is not a valid request, or an empty string."""
+    for key in ("repository", "sha", "branch"):
+        if key in body and not isinstance(body[key], str):
+            return "repository, sha and branch are strings"
+    if not body.get("repository"):
+        return "name the repository"
+    if not re.fullmatch(NAME, body["repository"]):
+        return "a repository name is 1 to 100 letters, digits, '-' and '_'"
+    if "sha" not in body and "branch" not in body:
+        return "give a commit sha or a branch"
+    if "sha" in body and not re.fullmatch(SHA, body["sha"]):
+        return "sha must be 7 to 40 hex digits"
+    if "branch" in body and (not re.fullmatch(BRANCH, body["branch"]) or ".." in body["branch"]):
+        return "that is not a branch name"
+    return ""
 
 
 def _described(run: Run) -> dict:
@@ -84,3 +158,11 @@ def _described(run: Run) -> dict:
         "commit": run.commit.sha,
         "progress_url": f"/runs/{run.pk}/progress.json",
     }
+
+
+def require_sha_or_branch(result, generator, request, public):
+    """drf-spectacular postprocessing: a serializer cannot say "sha or branch, or both"."""
+    schema = result.get("components", {}).get("schemas", {}).get("TriggerRunRequest")
+    if schema is not None:
+        schema["anyOf"] = [{"required": ["sha"]}, {"required": ["branch"]}]
+    return result

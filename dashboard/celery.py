@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
+
+from dashboard.redaction import RedactingFilter
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
@@ -20,3 +22,11 @@ app.conf.task_routes = {
 }
 # Imported by a worker once Django is set up (importing now would load models too early).
 app.conf.imports = ["workers.tasks", "workers.tracking"]
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def _redact_worker_logs(logger, **kwargs):
+    # A worker replaces the handlers of settings.LOGGING with its own: filter those too.
+    for handler in logger.handlers:
+        handler.addFilter(RedactingFilter())

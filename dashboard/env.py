@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -55,3 +57,22 @@ def envjson(name: str, default: dict) -> dict:
     if not isinstance(value, dict):
         raise ImproperlyConfigured(f"{name} must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def local_secret_key(path: Path) -> str:
+    """The secret key of a one-machine install: generated once, kept in ``path`` (0600).
+
+    Not a development constant: sessions and the stored secrets it encrypts are specific
+    to this install. Deployments set DJANGO_SECRET_KEY instead.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_text().strip()
+        if not key:
+            raise ImproperlyConfigured(f"{path} is empty: delete it to generate a key") from None
+        return key
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dashboard.redaction import redact
+
 
 class GitError(RuntimeError):
     pass
@@ -24,7 +26,8 @@ def _git(*args: str, cwd: Path | None = None) -> str:
         ["git", *args], cwd=cwd, capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
-        raise GitError(f"git {' '.join(args)} failed: {proc.stderr.strip()}")
+        # The command line holds the clone URL, and git may echo it: never its credentials.
+        raise GitError(redact(f"git {' '.join(args)} failed: {proc.stderr.strip()}"))
     return proc.stdout
 
 
@@ -144,7 +147,7 @@ def checkout(repo: Path, sha: str, dest: Path) -> Path:
         ["git", "archive", "--format=tar", sha], cwd=repo, capture_output=True, check=False
     )
     if proc.returncode != 0:
-        raise GitError(f"git archive {sha[:10]} failed: {proc.stderr.decode().strip()}")
+        raise GitError(redact(f"git archive {sha[:10]} failed: {proc.stderr.decode().strip()}"))
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
         try:

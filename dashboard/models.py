@@ -9,6 +9,7 @@ import secrets
 from django.db import models
 from django.urls import reverse
 
+from dashboard.fields import EncryptedTextField
 from dashboard.querysets import (
     AlertQuerySet,
     CommitQuerySet,
@@ -23,7 +24,8 @@ class Repository(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     clone_url = models.CharField(max_length=500, help_text="Any git URL or local path.")
     default_branch = models.CharField(max_length=200, default="main")
-    webhook_secret = models.CharField(max_length=200, blank=True)
+    # Stored encrypted (dashboard/fields.py): HMAC verification needs the raw secret.
+    webhook_secret = EncryptedTextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # Change detection. Planned bytes are deterministic, so any growth above the threshold
     # is real; latency is noisy and needs a statistical test over earlier commits.
@@ -43,7 +45,7 @@ class Repository(models.Model):
     github_repository = models.CharField(
         max_length=200, blank=True, help_text="owner/name on GitHub, for statuses and comments."
     )
-    github_token = models.CharField(max_length=200, blank=True)
+    github_token = EncryptedTextField(blank=True)
     slack_webhook_url = models.URLField(max_length=500, blank=True)
 
     class Trust(models.TextChoices):
@@ -58,6 +60,10 @@ class Repository(models.Model):
     class Meta:
         verbose_name_plural = "repositories"
         ordering = ["name"]
+        permissions = [
+            # Who may change state from the pages: approve runs, triage alerts, re-run.
+            ("maintain", "Can approve runs, triage alerts and change repository settings"),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -41,8 +41,10 @@ def send(name: str, *args, queue: str | None = None) -> None:
 
 
 def depths(queues: list[str]) -> dict[str, int]:
-    """Messages waiting in each queue (``LLEN``), when the broker is Redis; else nothing."""
+    """Messages waiting in each queue, when the broker is Redis or RabbitMQ; else nothing."""
     url = settings.CELERY_BROKER_URL
+    if url.startswith(("amqp://", "amqps://", "pyamqp://")) and queues:
+        return _amqp_depths(queues)
     if not url.startswith(("redis://", "rediss://")) or not queues:
         return {}
     import redis
@@ -57,3 +59,28 @@ def depths(queues: list[str]) -> dict[str, int]:
         # The page still shows what the database knows.
         log.warning("no queue depths from the broker: %s", exc)
         return {}
+
+
+def _amqp_depths(queues: list[str]) -> dict[str, int]:
+    """Ready messages per queue, by passive declaration (a queue nobody declared has none)."""
+    from amqp.exceptions import AMQPError, NotFound
+    from kombu.exceptions import OperationalError
+
+    found: dict[str, int] = {}
+    try:
+        with app.connection_for_read() as connection:
+            connection.ensure_connection(max_retries=1, timeout=2)
+            for queue in queues:
+                # A failed passive declaration closes its channel: one channel per queue.
+                channel = connection.channel()
+                try:
+                    found[queue] = channel.queue_declare(queue=queue, passive=True).message_count
+                except NotFound:
+                    found[queue] = 0
+                finally:
+                    if channel.is_open:
+                        channel.close()
+    except (OSError, OperationalError, AMQPError) as exc:
+        log.warning("no queue depths from the broker: %s", exc)
+        return {}
+    return found

@@ -11,19 +11,46 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import envbool, envint, envjson, envlist, envstr
+from dashboard.env import envbool, envint, envjson, envlist, envstr, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(envstr("PEAKWATCH_DATA_DIR", str(BASE_DIR / "var")))
 
-DEBUG = envbool("DJANGO_DEBUG", True)
+# The embedded default (no DATABASE_URL): SQLite under var/, one person on 127.0.0.1 over
+# plain HTTP. Anything with a DATABASE_URL is treated as a deployment and fails closed.
+EMBEDDED = not envstr("DATABASE_URL")
+if EMBEDDED:
+    # SQLite can create its file, but not the folder it lives in, which a fresh clone does
+    # not have; the generated secret key lives there too.
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DJANGO_DEBUG", False)
 SECRET_KEY = envstr("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
-    SECRET_KEY = "peakwatch-development-only-key"
+    if not (EMBEDDED or DEBUG):
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set: a deployment (DATABASE_URL set, DJANGO_DEBUG off) "
+            "has no default key"
+        )
+    SECRET_KEY = local_secret_key(DATA_DIR / "secret_key")
+# Old keys, comma-separated, after a rotation: sessions and stored secrets still open.
+SECRET_KEY_FALLBACKS = envlist("DJANGO_SECRET_KEY_FALLBACKS", [])
 ALLOWED_HOSTS = envlist("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+# Behind TLS: HTTPS redirect, HSTS, cookies sent over HTTPS only. On for a deployment with
+# DEBUG off; PEAKWATCH_TLS=0 for one served over plain HTTP, and each DJANGO_SECURE_*
+# overrides one. Behind a proxy that terminates TLS, name the header it sets, e.g.
+# DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO, or every request redirects.
+TLS = envbool("PEAKWATCH_TLS", not (DEBUG or EMBEDDED))
+SECURE_SSL_REDIRECT = envbool("DJANGO_SECURE_SSL_REDIRECT", TLS)
+SECURE_HSTS_SECONDS = envint("DJANGO_SECURE_HSTS_SECONDS", 365 * 24 * 3600 if TLS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", TLS)
+SECURE_HSTS_PRELOAD = envbool("DJANGO_SECURE_HSTS_PRELOAD", TLS)
+SESSION_COOKIE_SECURE = envbool("DJANGO_SESSION_COOKIE_SECURE", TLS)
+CSRF_COOKIE_SECURE = envbool("DJANGO_CSRF_COOKIE_SECURE", TLS)
+if envstr("DJANGO_SECURE_PROXY_SSL_HEADER"):
+    SECURE_PROXY_SSL_HEADER = (envstr("DJANGO_SECURE_PROXY_SSL_HEADER"), "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -42,10 +69,12 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "dashboard.middleware.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dashboard.middleware.LoginRequiredUnlessPublicMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -64,21 +93,24 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "dashboard.auth.maintainer_context",
             ],
         },
     },
 ]
 
-if not envstr("DATABASE_URL"):
-    # The embedded default: SQLite can create its file, but not the folder it lives in,
-    # which a fresh clone does not have.
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.parse(
         envstr("DATABASE_URL", f"sqlite:///{DATA_DIR / 'peakwatch.sqlite3'}"),
         conn_max_age=envint("DATABASE_CONN_MAX_AGE", 60),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # JIT compiles a query when the planner *estimates* it expensive; on tables never
+    # analysed that estimate is far off, and compiling took longer than the 5 ms query
+    # (benchmarks/unanalysed_trend.py). Page queries are short: JIT never pays off here.
+    options = DATABASES["default"].setdefault("OPTIONS", {})
+    options["options"] = f"{options.get('options', '')} -c jit=off".strip()
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 USE_TZ = True
@@ -97,12 +129,15 @@ STORAGES = {
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+# With DEBUG off, runserver serves no static files: WhiteNoise serves them from
+# frontend/dist for the embedded default; a deployment serves what collectstatic gathered.
+WHITENOISE_USE_FINDERS = DEBUG or EMBEDDED
 MEDIA_ROOT = Path(envstr("PEAKWATCH_ARTIFACT_DIR", str(DATA_DIR / "artifacts")))
 MEDIA_URL = "/media/"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "dashboard.api_params.BoundedPagination",
     "PAGE_SIZE": 100,
 }
 SPECTACULAR_SETTINGS = {
@@ -114,12 +149,23 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "dashboard.models.Run.Status",
         "ResultStatusEnum": "dashboard.models.Result.Status",
     },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "dashboard.api_params.document_errors",
+        "dashboard.api_runs.require_sha_or_branch",
+    ],
+    # POST /api/runs takes an API token (manage.py create_api_token) as a bearer token.
+    "APPEND_COMPONENTS": {
+        "securitySchemes": {"ApiToken": {"type": "http", "scheme": "bearer"}},
+    },
 }
 
-# Celery: the broker is Redis when REDIS_URL is set; otherwise tasks run eagerly in
-# process, which is what the embedded default and a laptop demo want.
+# Celery's broker: CELERY_BROKER_URL (or BROKER_URL), e.g. RabbitMQ at amqp://...; else
+# Redis at REDIS_URL; else none, and tasks run eagerly in process, which is what the
+# embedded default and a laptop demo want. RabbitMQ is the one that hands a killed
+# worker's run to another worker at once (see CELERY_BROKER_TRANSPORT_OPTIONS).
 REDIS_URL = envstr("REDIS_URL", "")
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL") or envstr("BROKER_URL") or REDIS_URL or "memory://"
 
 # The cache holds the rendered overview tables and the serialised trend payloads. With
 # REDIS_URL it is Redis, shared by every gunicorn worker; otherwise each process keeps its
@@ -138,7 +184,7 @@ CACHES = {
         "VERSION": envint("PEAKWATCH_CACHE_VERSION", 1),
     }
 }
-CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", not REDIS_URL)
+CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", CELERY_BROKER_URL == "memory://")
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -153,11 +199,25 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = envint("PEAKWATCH_RUN_SOFT_TIME_LIMIT", 3300)
 CELERY_TASK_TIME_LIMIT = envint("PEAKWATCH_RUN_TIME_LIMIT", 3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    # Longer than the longest task, or Redis would hand an unacknowledged run to a
-    # second worker while the first is still compiling.
+    # Redis only: longer than the longest task, or Redis would hand an unacknowledged run
+    # to a second worker while the first is still compiling. So with Redis a killed
+    # worker's run waits this long (70 minutes by default) before another worker resumes
+    # it. RabbitMQ needs no timeout: it requeues a message the moment its consumer's
+    # connection drops.
     "visibility_timeout": envint("PEAKWATCH_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 600),
 }
+# RabbitMQ: a worker whose machine vanished (no TCP reset) is noticed after two missed
+# heartbeats, 40 s, and its message requeued. The prefork pool's main process keeps
+# sending heartbeats while a child compiles; a --pool solo worker would not.
+CELERY_BROKER_HEARTBEAT = envint("PEAKWATCH_BROKER_HEARTBEAT", 20)
 CELERY_TASK_DEFAULT_QUEUE = "peakwatch"
+
+LOGIN_URL = "login"
+# Pages are public to read; with PEAKWATCH_PUBLIC=0 every page needs a logged-in user.
+# Changing anything always needs the maintainer permission (dashboard/auth.py).
+PEAKWATCH_PUBLIC = envbool("PEAKWATCH_PUBLIC", True)
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "home"
 
 PEAKWATCH = {
     # Timing repeats per strategy; each is one interleaved round over all strategies.
@@ -170,6 +230,7 @@ PEAKWATCH = {
         "CPU_SECONDS": envint("PEAKWATCH_SANDBOX_CPU_SECONDS", 1800),
         "FILE_BYTES": envint("PEAKWATCH_SANDBOX_FILE_BYTES", 2 << 30),
         "WALL_SECONDS": envint("PEAKWATCH_SANDBOX_WALL_SECONDS", 1800),
+        "PLANNER_SECONDS": envint("PEAKWATCH_SANDBOX_PLANNER_SECONDS", 60),
     },
 }
 
@@ -182,10 +243,14 @@ PEAKWATCH_BOARDS = envjson("PEAKWATCH_BOARDS", {})
 PEAKWATCH_GITHUB_API_URL = envstr("PEAKWATCH_GITHUB_API_URL", "https://api.github.com")
 PEAKWATCH_BASE_URL = envstr("PEAKWATCH_BASE_URL", "http://127.0.0.1:8000")
 PEAKWATCH_NOTIFY_TIMEOUT = envint("PEAKWATCH_NOTIFY_TIMEOUT", 10)
+# Webhook requests refused before verification are logged once per window (seconds) per
+# kind and repository, and counted in between; 0 logs every one.
+PEAKWATCH_WEBHOOK_REJECTION_WINDOW = envint("PEAKWATCH_WEBHOOK_REJECTION_WINDOW", 60)
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact": {"()": "dashboard.redaction.RedactingFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": envstr("PEAKWATCH_LOG_LEVEL", "INFO")},
 }

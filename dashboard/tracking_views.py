@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import actions, compare
-from dashboard.models import Alert, PullRequest, Repository, Result
+from dashboard.auth import maintainer_required
+from dashboard.models import Alert, PullRequest, Repository, Result, Run
 
 
 def _wants_json(request) -> bool:
@@ -152,6 +153,10 @@ def alerts_page(request):
     repository = request.GET.get("repository", "")
     commit = request.GET.get("commit", "")
     state = request.GET.get("state", "")
+    if state and state not in Alert.State.values:
+        return HttpResponseBadRequest(
+            f"unknown state {state!r}: one of {', '.join(Alert.State.values)}"
+        )
     if repository:
         alerts = alerts.filter(repository__name=repository)
     if commit:
@@ -166,6 +171,7 @@ def alerts_page(request):
 
 
 @require_POST
+@maintainer_required
 def triage_alert(request, pk: int):
     alert = get_object_or_404(Alert, pk=pk)
     state = request.POST.get("state", "")
@@ -177,3 +183,15 @@ def triage_alert(request, pk: int):
     if not back.startswith("/") or back.startswith("//"):
         back = reverse("alerts")
     return redirect(back)
+
+
+@require_POST
+@maintainer_required
+def approve_run(request, pk: int):
+    """A maintainer lets a pull request from outside run (its code runs sandboxed)."""
+    run = get_object_or_404(Run, pk=pk)
+    if actions.approve_run(run, by=request.user.get_username()):
+        messages.success(request, f"Run {run.pk} approved: it is queued.")
+    else:
+        messages.info(request, f"Run {run.pk} was not waiting for approval.")
+    return redirect(run.get_absolute_url())

@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
@@ -20,6 +21,7 @@ urlpatterns = [
         name="model-trend",
     ),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
+    path("runs/<int:pk>/approve", tracking_views.approve_run, name="run-approve"),
     path("runs/<int:pk>/progress.json", views.run_progress, name="run-progress"),
     path("runs/<int:pk>/results/", views.run_results, name="run-results"),
     path("artifacts/<int:pk>/download", views.artifact_download, name="artifact-download"),
@@ -64,4 +66,10 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/", include((router.urls, "api"), namespace="api")),
     path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]
+
+# The API's errors are JSON, like its answers (only used with DEBUG off).
+handler404 = "dashboard.error_views.not_found"
+handler500 = "dashboard.error_views.server_error"

@@ -17,6 +17,7 @@ from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
 from dashboard import compare, overview
+from dashboard.auth import is_maintainer
 from dashboard.models import Alert, Artifact, Board, Commit, Model, Result, Run
 from dashboard.trends import HISTORY_ROWS, TREND_CACHE_SECONDS, trend
 
@@ -129,9 +130,10 @@ def model_trend_page(request, repository: str, model: str):
 
 @require_GET
 def run_detail(request, pk: int):
-    run = get_object_or_404(Run.objects.with_commit(), pk=pk)
+    run = get_object_or_404(Run.objects.with_commit().select_related("pull_request"), pk=pk)
     return render(
-        request, "dashboard/run_detail.html", {"run": run, "results": _results_of(run)}
+        request, "dashboard/run_detail.html",
+        {"run": run, "results": _results_of(run), "can_approve": is_maintainer(request.user)},
     )
 
 

@@ -92,3 +92,19 @@ def recorded_history(db):
         actions.finish_run(run)
         runs.append(run)
     return runs
+
+
+@pytest.fixture
+def maintainer(db):
+    """A user with the maintainer permission (approve runs, triage alerts)."""
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user("maintainer", password="maintainer-password")
+    user.user_permissions.add(Permission.objects.get(codename="maintain"))
+    return user
+
+
+@pytest.fixture
+def maintainer_client(client, maintainer):
+    client.force_login(maintainer)
+    return client

@@ -10,5 +10,11 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/peakwa
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
 os.environ.setdefault("PEAKWATCH_LATENCY_REPEAT", "2")
+# A deployment's settings (DATABASE_URL set) need a key and, over plain HTTP, no TLS.
+os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-secret-key-" + "x" * 40)
+os.environ.setdefault("PEAKWATCH_TLS", "0")
+# Each test sees every refused webhook as a row; tests/regression/test_github_webhooks.py
+# checks the window itself.
+os.environ.setdefault("PEAKWATCH_WEBHOOK_REJECTION_WINDOW", "0")
 
 from dashboard.settings import *  # noqa: E402,F403

@@ -18,7 +18,7 @@ def compose():
 
 
 def test_it_runs_every_part_of_a_deployment(compose):
-    assert {"postgres", "redis", "web", "beat"} <= set(compose["services"])
+    assert {"postgres", "rabbitmq", "redis", "web", "beat"} <= set(compose["services"])
     assert [s for s in compose["services"] if s.startswith("worker-")]
 
 
@@ -40,14 +40,17 @@ def test_every_board_has_a_worker_consuming_its_queue(compose):
     assert celery_app.conf.task_routes["workers.tasks.plan_run"]["queue"] in consumed
 
 
-def test_apps_reach_postgres_and_redis_by_service_name(compose):
+def test_apps_reach_postgres_rabbitmq_and_redis_by_service_name(compose):
     for name in ("web", "worker-cpu", "beat"):
         service = compose["services"][name]
         env = service["environment"]
         assert "@postgres:5432/" in env["DATABASE_URL"]
         assert env["REDIS_URL"].startswith("redis://redis:6379")
+        # Tasks go through RabbitMQ, which requeues a dead worker's task at once.
+        assert env["CELERY_BROKER_URL"].startswith("amqp://") and "@rabbitmq:5672" in env[
+            "CELERY_BROKER_URL"]
         assert env["DJANGO_DEBUG"] == "0"
-        assert set(service["depends_on"]) == {"postgres", "redis"}
+        assert set(service["depends_on"]) == {"postgres", "rabbitmq", "redis"}
     postgres_env = compose["services"]["postgres"]["environment"]
     assert postgres_env["POSTGRES_DB"] in compose["services"]["web"]["environment"]["DATABASE_URL"]
 

@@ -15,8 +15,10 @@ Only after verification is the body parsed (JSON, or GitHub's form encoding with
 ``payload`` field): a malformed one is 400. A delivery already accepted (same
 ``X-GitHub-Delivery``) is answered 200 and changes nothing. Accepted ``push`` and
 ``pull_request`` deliveries are queued (202) for the tracking service, which does the git
-work in a Celery task (:func:`dashboard.tracking.process_delivery`). Every request is logged
-as a :class:`WebhookDelivery` with its outcome.
+work in a Celery task (:func:`dashboard.tracking.process_delivery`). Every verified request
+is logged as a :class:`WebhookDelivery` with its outcome; requests refused before
+verification (anyone can send them) are logged once a minute per kind and repository, and
+counted in between.
 """
 
 from __future__ import annotations
@@ -68,25 +70,43 @@ def receive(request, repository: str | None = None):
             detail=detail,
         ))
 
+    def refuse_unverified(outcome, status, detail, repo=None):
+        # Anyone can send these: logged at most once a window, the rest counted.
+        log.info("github delivery %s (%s) refused: %s", guid, event, detail)
+        return _answer(actions.log_rejected_delivery(
+            outcome=outcome, status_code=status, guid=guid, event=event, repository=repo,
+            detail=detail,
+        ))
+
     try:
         body = request.body
     except RequestDataTooBig:
-        return reject(Outcome.MALFORMED, 413, "the payload is larger than this server accepts")
+        return refuse_unverified(
+            Outcome.MALFORMED, 413, "the payload is larger than this server accepts"
+        )
 
     if repository is not None:
         repo = Repository.objects.filter(name=repository).first()
         if repo is None:
-            return reject(Outcome.UNKNOWN_REPOSITORY, 404, f"no repository named {repository!r}")
+            return refuse_unverified(
+                Outcome.UNKNOWN_REPOSITORY, 404, f"no repository named {repository[:100]!r}"
+            )
         if not repo.verifies_signature(body, signature):
-            return reject(Outcome.BAD_SIGNATURE, 401, _why_unverified(repo, signature), repo)
+            return refuse_unverified(
+                Outcome.BAD_SIGNATURE, 401, _why_unverified(repo, signature), repo
+            )
         candidates = [repo]
     else:
         with_secret = list(Repository.objects.exclude(webhook_secret=""))
         if not with_secret:
-            return reject(Outcome.UNKNOWN_REPOSITORY, 404, "no repository accepts webhooks")
+            return refuse_unverified(
+                Outcome.UNKNOWN_REPOSITORY, 404, "no repository accepts webhooks"
+            )
         candidates = [r for r in with_secret if r.verifies_signature(body, signature)]
         if not candidates:
-            return reject(Outcome.BAD_SIGNATURE, 401, "no repository's secret verifies it")
+            return refuse_unverified(
+                Outcome.BAD_SIGNATURE, 401, "no repository's secret verifies it"
+            )
 
     # Verified: from here on the body may be read.
     try:
@@ -136,7 +156,20 @@ def _parse_body(body: bytes, content_type: str) -> dict:
         raise Malformed(f"the body is not JSON: {exc}") from None
     if not isinstance(payload, dict):
         raise Malformed("the payload is not a JSON object")
+    if _holds_nul(payload):
+        # PostgreSQL's jsonb cannot store \u0000: refused here rather than failing later.
+        raise Malformed("the payload contains a NUL character")
     return payload
+
+
+def _holds_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
 
 
 def _pick_repository(candidates: list[Repository], payload: dict, named: bool):

@@ -261,6 +261,9 @@ def _plan_and_build(
                 strategy, problem, base_dir, time_limit=planner_time_limit
             )
             seconds = time.perf_counter() - started
+            # Checked before anything is built from it: a missing or overlapping buffer
+            # is the planner's fault and must read as such.
+            validate_plan(problem, offsets)
             height = max((offsets[b.id] + b.size for b in problem.buffers), default=0)
             report.proven_optimal = False
         else:
@@ -270,9 +273,8 @@ def _plan_and_build(
         arena = _align(height)
         report.plan_seconds = round(seconds, 4)
         planned = apply_plan(lowered, extraction, offsets, arena, drop=drop)
-    if strategy.variant is not Variant.REWRITES:
-        # The plan we report must be the plan we built: check it like any other (a
-        # repository's planner included, whose plan is checked before anything runs it).
+    if strategy.variant in (Variant.STOCK, Variant.PLAIN):
+        # The plan we report must be the plan we built: check it like any other.
         validate_plan(problem, offsets)
     final = lowering.finish_lowering(planned, target, stock_planner=False)
     report.intermediate_bytes = arena

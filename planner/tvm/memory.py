@@ -14,23 +14,19 @@ or peak bytes counted by the shim:
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
 import subprocess
 import sys
-import sysconfig
 import tempfile
-import threading
 from pathlib import Path
 
 import numpy as np
 
+from planner.tvm import native
+
 SHIM_SOURCE = Path(__file__).with_name("memshim.c")
 MEMORY_CONFIGS = ("pooled", "naive")
-
-
-_SHIM_LOCK = threading.Lock()
 
 
 class MeasurementError(RuntimeError):
@@ -39,30 +35,11 @@ class MeasurementError(RuntimeError):
 
 def shim_library(cache_dir: Path | None = None) -> Path:
     """The compiled shim, built once per source version with the system C compiler."""
-    # Builds are measured on a thread pool; sysconfig's first read is not thread-safe
-    # (a racing thread saw CC as None), and one compile of the shim is enough anyway.
-    with _SHIM_LOCK:
-        return _shim_library(cache_dir)
-
-
-def _shim_library(cache_dir: Path | None) -> Path:
-    source = SHIM_SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:12]
-    folder = cache_dir or Path(tempfile.gettempdir()) / "peakwatch-shim"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"memshim-{digest}.so"
-    if not path.exists():
-        cc = os.environ.get("CC") or (sysconfig.get_config_var("CC") or "cc").split()[0]
-        # Builds run on a thread pool: each writer needs its own partial file.
-        partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        proc = subprocess.run(
-            [cc, "-O2", "-shared", "-fPIC", "-o", str(partial), str(SHIM_SOURCE), "-lpthread"],
-            capture_output=True, text=True, check=False,
-        )
-        if proc.returncode != 0:
-            raise MeasurementError(f"could not compile the memory shim: {proc.stderr.strip()}")
-        partial.replace(path)
-    return path
+    try:
+        return native.shared_library(SHIM_SOURCE, "memshim", libs=("-lpthread",),
+                                     cache_dir=cache_dir)
+    except native.BuildError as exc:
+        raise MeasurementError(f"could not compile the memory shim: {exc}") from None
 
 
 def measure(

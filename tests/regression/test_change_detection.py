@@ -137,12 +137,13 @@ def test_alerts_are_grouped_per_commit_on_the_alerts_page(client, repository):
     assert f'href="/repos/tracked/compare/{runs[0].commit.sha}...{runs[1].commit.sha}/"' in html
 
 
-def test_an_alert_is_triaged_with_a_csrf_protected_post(repository):
+def test_an_alert_is_triaged_with_a_csrf_protected_post(repository, maintainer):
     from django.test import Client
 
     _history(repository, [1000, 2000])
     alert = Alert.objects.get()
     browser = Client(enforce_csrf_checks=True)
+    browser.force_login(maintainer)
     url = reverse("alert-triage", args=[alert.pk])
 
     refused = browser.post(url, {"state": "acknowledged"})
@@ -157,11 +158,11 @@ def test_an_alert_is_triaged_with_a_csrf_protected_post(repository):
     assert alert.state == Alert.State.ACKNOWLEDGED
 
 
-def test_an_unknown_triage_state_is_refused(client, repository):
+def test_an_unknown_triage_state_is_refused(maintainer_client, repository):
     _history(repository, [1000, 2000])
     alert = Alert.objects.get()
 
-    response = client.post(reverse("alert-triage", args=[alert.pk]), {"state": "gone"})
+    response = maintainer_client.post(reverse("alert-triage", args=[alert.pk]), {"state": "gone"})
 
     assert response.status_code == 400
     alert.refresh_from_db()

@@ -225,3 +225,34 @@ def test_deliveries_are_listed_in_the_admin(admin_client, client, tracked, head)
 
     assert response.status_code == 200
     assert "guid-admin" in response.content.decode()
+
+
+def test_unsigned_deliveries_are_logged_once_a_window_and_counted(settings, client, tracked,
+                                                                   head):
+    from django.core.cache import cache
+
+    settings.PEAKWATCH_WEBHOOK_REJECTION_WINDOW = 60
+    marker, unlogged = actions._rejection_keys(Outcome.BAD_SIGNATURE, tracked)
+    cache.delete_many([marker, unlogged])
+
+    answers = [deliver(client, push_payload(head), event="push", secret="forged").status_code
+               for _ in range(30)]
+    rows_in_window = WebhookDelivery.objects.count()
+    cache.delete(marker)  # the window is over
+    deliver(client, push_payload(head), event="push", secret="forged")
+
+    assert set(answers) == {401}
+    assert rows_in_window == 1
+    latest = WebhookDelivery.objects.order_by("-id").first()
+    assert latest.outcome == Outcome.BAD_SIGNATURE
+    assert "29 more like this" in latest.detail
+
+
+def test_a_signed_payload_holding_a_nul_character_is_malformed(client, tracked, head):
+    payload = push_payload(head)
+    payload["head_commit"]["message"] = "nul \u0000 inside"
+
+    response = deliver(client, payload, event="push")
+
+    assert response.status_code == 400
+    assert WebhookDelivery.objects.get().outcome == Outcome.MALFORMED

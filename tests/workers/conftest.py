@@ -42,7 +42,10 @@ def start_worker(broker, tmp_path) -> Callable[..., subprocess.Popen]:
     db = connection.settings_dict
     url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
-    def start(queues: str = "peakwatch,board.cpu", visibility_timeout: int = 3600):
+    def start(queues: str = "peakwatch,board.cpu", visibility_timeout: int | None = 3600,
+              broker_url: str | None = None, pool: str = "solo"):
+        """``visibility_timeout=None`` and ``pool="prefork"`` are a deployment's defaults;
+        ``broker_url`` another broker than the tests' Redis (RabbitMQ)."""
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "dashboard.settings",
@@ -52,12 +55,16 @@ def start_worker(broker, tmp_path) -> Callable[..., subprocess.Popen]:
             "PEAKWATCH_DATA_DIR": str(tmp_path / "worker-data"),
             "PEAKWATCH_ARTIFACT_DIR": str(settings.MEDIA_ROOT),
             "PEAKWATCH_LATENCY_REPEAT": "2",
-            "PEAKWATCH_VISIBILITY_TIMEOUT": str(visibility_timeout),
         }
+        env.pop("PEAKWATCH_VISIBILITY_TIMEOUT", None)
+        if visibility_timeout is not None:
+            env["PEAKWATCH_VISIBILITY_TIMEOUT"] = str(visibility_timeout)
+        if broker_url:
+            env["CELERY_BROKER_URL"] = broker_url
         log = open(tmp_path / f"worker-{len(processes)}.log", "w")  # noqa: SIM115
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queues,
-             "--pool", "solo", "--concurrency", "1", "--without-gossip", "--without-mingle",
+             "--pool", pool, "--concurrency", "1", "--without-gossip", "--without-mingle",
              "--loglevel", "INFO", "-n", f"test{len(processes)}@%h"],
             cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -9,15 +9,12 @@ is a count of instructions, not of cycles: QEMU models no pipeline, caches or wa
 
 from __future__ import annotations
 
-import hashlib
-import os
 import shutil
 import subprocess
-import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner.tvm import native
 from planner.tvm.micro.boards import RUNTIME_DIR, Board
 
 QEMU = "qemu-system-arm"
@@ -30,21 +27,10 @@ class EmulatorError(RuntimeError):
 
 def plugin_library(cache_dir: Path | None = None) -> Path:
     """The instruction counting plugin, built once per source version with the host's gcc."""
-    source = PLUGIN_SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:12]
-    folder = cache_dir or Path(tempfile.gettempdir()) / "peakwatch-qemu-plugin"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"insn-count-{digest}.so"
-    if not path.exists():
-        partial = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        proc = subprocess.run(
-            ["gcc", "-O2", "-shared", "-fPIC", "-o", str(partial), str(PLUGIN_SOURCE)],
-            capture_output=True, text=True, check=False,
-        )
-        if proc.returncode != 0:
-            raise EmulatorError(f"could not build the QEMU plugin: {proc.stderr.strip()}")
-        partial.replace(path)
-    return path
+    try:
+        return native.shared_library(PLUGIN_SOURCE, "insn-count", cache_dir=cache_dir)
+    except native.BuildError as exc:
+        raise EmulatorError(f"could not build the QEMU plugin: {exc}") from None
 
 
 def emulator_missing() -> str | None:

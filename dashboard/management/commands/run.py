@@ -1,0 +1,92 @@
+"""``manage.py run NAME [--sha SHA | --branch B] [--wait]``: run one commit of a repository.
+
+Exit status: 0 when every result succeeded, 1 when some failed (or the run did), 2 on bad
+input. With the embedded default (no broker) the run happens here, in process; with
+workers, ``--wait`` follows its progress.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard import gitrepo, tracking
+from dashboard.models import Repository, Result, Run
+from dashboard.templatetags.peakwatch import human_bytes
+
+POLL_SECONDS = 2.0
+
+
+class Command(BaseCommand):
+    help = "Run the suite of one commit of a tracked repository (its branch head by default)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="the tracked repository's name")
+        rev = parser.add_mutually_exclusive_group()
+        rev.add_argument("--sha", help="a commit (full or short sha)")
+        rev.add_argument("--branch", help="a branch; its head is run")
+        parser.add_argument("--wait", action="store_true",
+                            help="follow the run, print its results, exit 1 if any failed")
+        parser.add_argument("--timeout", type=float, default=3 * 3600,
+                            help="seconds --wait waits at most")
+
+    def handle(self, *args, name, sha, branch, wait, timeout, **options):
+        repository = Repository.objects.filter(name=name).first()
+        if repository is None:
+            known = ", ".join(Repository.objects.values_list("name", flat=True)) or "none"
+            raise CommandError(f"no repository named {name!r}; tracked: {known}", returncode=2)
+        branch = branch or ("" if sha else repository.default_branch)
+        rev = sha or branch
+        try:
+            mirror = tracking.mirror_of(repository)
+            gitrepo.resolve(mirror, rev)
+        except gitrepo.GitError as exc:
+            raise CommandError(f"cannot run {rev!r} of {name}: {exc}", returncode=2) from None
+        run = tracking.run_revision(repository, rev, branch=branch, trigger="command")
+        if run is None:
+            raise CommandError(f"cannot run {rev!r} of {name}", returncode=2)
+        self.stdout.write(f"run {run.pk}: {run.commit.short_sha} {run.commit.title}")
+        if not wait:
+            return
+        run = self._follow(run, timeout)
+        self._table(run)
+        failed = run.status == Run.Status.FAILED or run.results.exclude(status="ok").exists()
+        if failed:
+            raise CommandError(f"run {run.pk} {run.status}: {run.error or 'some results failed'}",
+                               returncode=1)
+
+    def _follow(self, run: Run, timeout: float) -> Run:
+        deadline = time.monotonic() + timeout
+        shown = -1
+        while True:
+            run.refresh_from_db()
+            if run.progress_done != shown:
+                shown = run.progress_done
+                self.stdout.write(
+                    f"  {run.status}: {run.progress_done} of {run.progress_total or '?'} results"
+                )
+            if run.is_finished:
+                return run
+            if run.awaits_approval:
+                raise CommandError(f"run {run.pk} waits for a maintainer's approval", returncode=1)
+            if time.monotonic() > deadline:
+                raise CommandError(f"run {run.pk} did not finish in {timeout:g} s", returncode=1)
+            time.sleep(POLL_SECONDS)
+
+    def _table(self, run: Run) -> None:
+        rows = (
+            Result.objects.for_run(run)
+            .select_related("model", "strategy", "board")
+            .order_by("model__name", "board__name", "strategy__name")
+        )
+        header = f"{'model':<20} {'board':<8} {'strategy':<32} {'planned':>12} {'peak':>12}  status"
+        self.stdout.write(header)
+        for result in rows:
+            status = "ok" if result.status == "ok" else f"FAILED: {result.error.splitlines()[0]}"
+            self.stdout.write(
+                f"{result.model.name:<20} {result.board.name:<8} {result.strategy.name:<32} "
+                f"{human_bytes(result.planned_bytes):>12} "
+                f"{human_bytes(result.measured_peak_bytes):>12}  {status}"
+            )
+        self.stdout.write(f"run {run.pk} {run.status}" + (f": {run.error}" if run.error else ""))

@@ -1,0 +1,93 @@
+"""A tracked repository built from ``examples/tracked-repository``, commit by commit."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dashboard.demo import DEMO_AUTHOR, git
+from tests.workers.conftest import broker, start_worker, wait_for  # noqa: F401
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tracked-repository"
+
+#: The pipeline change: convolutions in NHWC, the layout a vendor library may want.
+NHWC_PIPELINE = '''from tvm import relax
+
+
+def passes(target):
+    return [relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})]
+'''
+
+#: The planner change: first fit in order of size instead of stacking every buffer.
+FIRST_FIT_PLANNER = '''def plan(problem):
+    placed, offsets = [], {}
+    for buffer in sorted(problem.buffers, key=lambda b: (-b.size, b.lower, b.id)):
+        offset = 0
+        for other, start in sorted(placed, key=lambda p: p[1]):
+            overlaps_in_time = other.lower < buffer.upper and buffer.lower < other.upper
+            if overlaps_in_time and start < offset + buffer.size and offset < start + other.size:
+                offset = start + other.size
+        offset = -(-offset // buffer.alignment) * buffer.alignment
+        # One pass is not enough when moving up meets another buffer: check again.
+        while any(
+            other.lower < buffer.upper and buffer.lower < other.upper
+            and start < offset + buffer.size and offset < start + other.size
+            for other, start in placed
+        ):
+            offset = max(start + other.size for other, start in placed
+                         if other.lower < buffer.upper and buffer.lower < other.upper
+                         and start < offset + buffer.size and offset < start + other.size)
+            offset = -(-offset // buffer.alignment) * buffer.alignment
+        placed.append((buffer, offset))
+        offsets[buffer.id] = offset
+    return offsets
+'''
+
+
+class Repo:
+    """A git repository whose files a test changes and commits."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.when = datetime.now(UTC) - timedelta(days=1)
+
+    def write(self, relative: str, text: str) -> None:
+        target = self.path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+    def read(self, relative: str) -> str:
+        return (self.path / relative).read_text()
+
+    def commit(self, message: str) -> str:
+        self.when += timedelta(minutes=10)
+        stamp = self.when.strftime("%Y-%m-%dT%H:%M:%S+0000")
+        git(self.path, "add", "-A")
+        git(self.path, "commit", "-q", "-m", message, env={
+            "GIT_AUTHOR_NAME": DEMO_AUTHOR[0], "GIT_AUTHOR_EMAIL": DEMO_AUTHOR[1],
+            "GIT_COMMITTER_NAME": DEMO_AUTHOR[0], "GIT_COMMITTER_EMAIL": DEMO_AUTHOR[1],
+            "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
+        })
+        return git(self.path, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def example_repo(tmp_path) -> Repo:
+    """The example repository as its first commit."""
+    path = tmp_path / "example"
+    shutil.copytree(EXAMPLE, path)
+    git(path, "init", "-q", "-b", "main")
+    repo = Repo(path)
+    repo.commit("Track a ConvNet from PyTorch and an MLP from ONNX")
+    return repo
+
+
+@pytest.fixture
+def empty_repo(tmp_path) -> Repo:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    return Repo(path)

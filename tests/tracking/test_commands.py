@@ -1,0 +1,63 @@
+"""``manage.py track`` and ``manage.py run`` as a user types them, on the embedded default:
+SQLite under a data folder, tasks in process, no server of any kind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = '[[models]]\nname = "tiny"\nsource = "zoo:small_cnn"\n' \
+       'params = { channels = 2, resolution = 8, depth = 2 }\n'
+BROKEN = '[[models]]\nname = "broken"\nsource = "zoo:no_such_net"\n'
+
+
+@pytest.fixture
+def manage(tmp_path):
+    env = {
+        key: value for key, value in os.environ.items()
+        if not key.startswith(("DATABASE_URL", "REDIS_URL", "CELERY", "DJANGO_SETTINGS"))
+    }
+    env.update(PEAKWATCH_DATA_DIR=str(tmp_path / "data"), PEAKWATCH_LATENCY_REPEAT="1")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+            text=True, timeout=600,
+        )
+
+    assert run("migrate", "--verbosity", "0").returncode == 0
+    return run
+
+
+@pytest.mark.slow
+def test_track_then_run_and_wait_reports_and_exits_by_outcome(manage, empty_repo):
+    empty_repo.write("peakwatch.toml", '[suite]\nstrategies = ["tvm-stock", "none"]\n\n' + TINY)
+    good = empty_repo.commit("Track a tiny CNN")
+    empty_repo.write("peakwatch.toml", '[suite]\nstrategies = ["tvm-stock", "none"]\n\n'
+                     + TINY + "\n" + BROKEN)
+    bad = empty_repo.commit("Add a model that cannot be built")
+
+    tracked = manage("track", "tiny", str(empty_repo.path), "--trust", "nobody")
+    assert tracked.returncode == 0, tracked.stderr
+    assert "/webhooks/github/tiny" in tracked.stdout and "secret" in tracked.stdout
+
+    ok = manage("run", "tiny", "--sha", good[:10], "--wait")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "tiny" in ok.stdout and "tvm-stock" in ok.stdout and "succeeded" in ok.stdout
+
+    failed = manage("run", "tiny", "--wait")  # the branch head: the broken commit
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert bad[:10] in failed.stdout and "FAILED: " in failed.stdout, failed.stdout
+    assert "unknown zoo model 'no_such_net'" in failed.stdout
+
+    unknown = manage("run", "nope", "--wait")
+    assert unknown.returncode == 2 and "no repository named 'nope'" in unknown.stderr
+    missing = manage("run", "tiny", "--sha", "0123456789abcdef", "--wait")
+    assert missing.returncode == 2 and "cannot run" in missing.stderr
+    bad_name = manage("track", "a/b", str(empty_repo.path))
+    assert bad_name.returncode == 2

@@ -1,0 +1,115 @@
+"""Repository code is untrusted: what it tries fails, the Result says why, and work goes on.
+
+A hostile model file tries, one model each, to read the worker's secrets, reach PostgreSQL
+and Redis on 127.0.0.1, write outside its folder, allocate far more memory than allowed,
+and run forever. A real worker runs them through the real sandbox; after every attempt the
+next model of the run, an honest one, completes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dashboard import actions
+from dashboard.models import Result, Run
+from tests.helpers import record_head
+from tests.workers.conftest import wait_for
+from workers import sandbox
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+HOSTILE = '''import os
+import socket
+from pathlib import Path
+
+SECRET_WORDS = ("DATABASE", "REDIS", "SECRET", "TOKEN", "BROKER", "PASSWORD", "DJANGO")
+
+
+def build(attack: str, paths: list = ()):
+    if attack == "secrets":
+        seen = sorted(k for k in os.environ if any(w in k.upper() for w in SECRET_WORDS))
+        raise RuntimeError(f"secrets seen: {', '.join(seen) or 'none'}")
+    if attack in ("postgres", "redis"):
+        port = 5432 if attack == "postgres" else 6379
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            raise RuntimeError(f"connected to {attack}")
+    if attack == "write":
+        failures = []
+        for path in paths:
+            try:
+                Path(path).write_text("escaped")
+            except OSError as exc:
+                failures.append(f"{path}: {exc.strerror}")
+        raise RuntimeError("writes refused: " + "; ".join(failures))
+    if attack == "memory":
+        hoard = bytearray(64 << 30)
+        raise RuntimeError(f"allocated {len(hoard)} bytes")
+    if attack == "forever":
+        while True:
+            pass
+    raise ValueError(attack)
+'''
+
+ATTACKS = ("secrets", "postgres", "redis", "write", "memory", "forever")
+
+
+def manifest(escape_paths: list[str]) -> str:
+    lines = ['[suite]', 'strategies = ["tvm-stock", "greedy-by-size"]', 'boards = ["cpu"]', ""]
+    for attack in ATTACKS:
+        params = f'attack = "{attack}"'
+        if attack == "write":
+            params += ", paths = [" + ", ".join(f'"{p}"' for p in escape_paths) + "]"
+        lines += ["[[models]]", f'name = "hostile-{attack}"', 'source = "models/hostile.py:build"',
+                  f"params = {{ {params} }}", ""]
+        lines += ["[[models]]", f'name = "honest-after-{attack}"', 'source = "zoo:small_cnn"',
+                  "params = { channels = 2, resolution = 8, depth = 1 }", ""]
+    return "\n".join(lines)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+@pytest.mark.slow
+def test_hostile_repository_code_fails_and_the_run_goes_on(
+    empty_repo, tmp_path, start_worker, monkeypatch
+):
+    if not sandbox.mode().full:
+        pytest.fail(f"the full sandbox is needed here: {sandbox.mode().reason}")
+    outside = tmp_path / "outside.txt"
+    in_planner = PROJECT / "planner" / "escaped.txt"
+    empty_repo.write("models/hostile.py", HOSTILE)
+    empty_repo.write("peakwatch.toml", manifest([str(outside), str(in_planner)]))
+    empty_repo.commit("Add a model that misbehaves")
+    commit = record_head(empty_repo.path, "hostile")
+    # The worker holds secrets in its environment; tight limits keep the test short.
+    monkeypatch.setenv("DJANGO_SECRET_KEY", "worker-secret-key")
+    monkeypatch.setenv("PEAKWATCH_SANDBOX_MEMORY_BYTES", str(6 << 30))
+    monkeypatch.setenv("PEAKWATCH_SANDBOX_WALL_SECONDS", "40")
+    worker = start_worker()
+
+    run = actions.start_run(commit)
+
+    wait_for(lambda: Run.objects.get(pk=run.pk).is_finished, 600, "the run", [worker.log_path])
+    run.refresh_from_db()
+    errors = {
+        (r.model.name, r.strategy.name): r.error
+        for r in Result.objects.filter(run=run).select_related("model", "strategy")
+    }
+    assert len(errors) == 2 * 2 * len(ATTACKS), errors
+    for attack in ATTACKS:
+        for strategy in ("tvm-stock", "greedy-by-size"):
+            # The honest model after each attack completes.
+            assert errors[(f"honest-after-{attack}", strategy)] == ""
+            assert errors[(f"hostile-{attack}", strategy)], attack
+    hostile = {attack: errors[(f"hostile-{attack}", "tvm-stock")] for attack in ATTACKS}
+    assert "secrets seen: none" in hostile["secrets"]
+    for service in ("postgres", "redis"):
+        assert "Errno" in hostile[service] and f"connected to {service}" not in hostile[service]
+    assert "writes refused" in hostile["write"] and "Read-only file system" in hostile["write"]
+    assert not outside.exists() and not in_planner.exists()
+    assert "MemoryError" in hostile["memory"]
+    assert "wall-clock limit of 40 s" in hostile["forever"]
+    # The worker survived all of it and closed the run.
+    assert worker.poll() is None
+    assert run.status == Run.Status.SUCCEEDED and run.progress_done == run.progress_total

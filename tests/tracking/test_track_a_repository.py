@@ -1,0 +1,82 @@
+"""A repository tracked for real: its model files, its pipeline and its own planner.
+
+The example repository (examples/tracked-repository) is committed, tracked with ``manage.py
+track`` and run with ``manage.py run --wait`` by a real Celery worker, commit after commit;
+every compile runs in the real sandbox. Each kind of change moves its own series.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from dashboard.models import Repository, Result, Run
+from tests.tracking.conftest import FIRST_FIT_PLANNER, NHWC_PIPELINE
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.slow]
+
+REPO_PLANNER = "repo:planning/mine.py:plan"
+
+
+def planned(sha: str) -> dict[tuple[str, str], int]:
+    return {
+        (r.model.name, r.strategy.name): r.planned_bytes
+        for r in Result.objects.filter(commit__sha=sha).select_related("model", "strategy")
+    }
+
+
+def test_model_pipeline_and_planner_changes_each_move_their_series(
+    example_repo, start_worker, capsys
+):
+    worker = start_worker()
+    call_command("track", "example", str(example_repo.path))
+    out = capsys.readouterr().out
+    repository = Repository.objects.get(name="example")
+    assert "/webhooks/github/example" in out and repository.webhook_secret in out
+
+    shas = [_head(example_repo)]
+    toml = example_repo.read("peakwatch.toml")
+    example_repo.write("peakwatch.toml", toml.replace("width = 8", "width = 16"))
+    shas.append(example_repo.commit("Widen the ConvNet to 16 channels"))
+    example_repo.write("compile/pipeline.py", NHWC_PIPELINE)
+    shas.append(example_repo.commit("Compile convolutions in NHWC"))
+    example_repo.write("planning/mine.py", FIRST_FIT_PLANNER)
+    shas.append(example_repo.commit("Plan with first fit by size"))
+
+    for sha in shas:
+        call_command("run", "example", "--sha", sha, "--wait")
+        out = capsys.readouterr().out
+        run = Run.objects.get(commit__sha=sha)
+        assert run.status == Run.Status.SUCCEEDED, (run.error, run.log, _log(worker))
+        assert "convnet" in out and REPO_PLANNER in out
+
+    first, wider, nhwc, first_fit = (planned(sha) for sha in shas)
+    for figures in (first, wider, nhwc, first_fit):
+        assert len(figures) == 6 and None not in figures.values()
+    # Results carry the manifest's strategy string, the repository planner included.
+    assert ("convnet", REPO_PLANNER) in first
+
+    # A model change moves that model's series, under every strategy, and no other.
+    for strategy in ("tvm-stock", "greedy-by-size", REPO_PLANNER):
+        assert wider[("convnet", strategy)] > first[("convnet", strategy)]
+        assert wider[("mlp", strategy)] == first[("mlp", strategy)]
+    # A pipeline change moves every strategy of the models it transforms.
+    for strategy in ("tvm-stock", "greedy-by-size", REPO_PLANNER):
+        assert nhwc[("convnet", strategy)] != wider[("convnet", strategy)]
+        assert nhwc[("mlp", strategy)] == wider[("mlp", strategy)]
+    # A planner change moves only the repository planner's series.
+    assert first_fit[("convnet", REPO_PLANNER)] < nhwc[("convnet", REPO_PLANNER)]
+    assert first_fit[("convnet", "tvm-stock")] == nhwc[("convnet", "tvm-stock")]
+    assert first_fit[("convnet", "greedy-by-size")] == nhwc[("convnet", "greedy-by-size")]
+    # Every build was checked against TVM's stock build.
+    assert not Result.objects.exclude(outputs_match=True).exists()
+
+
+def _head(repo) -> str:
+    from dashboard.demo import git
+
+    return git(repo.path, "rev-parse", "HEAD")
+
+
+def _log(worker) -> str:
+    return open(worker.log_path).read()[-3000:]
