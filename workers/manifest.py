@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from planner.tvm.repo_code import RepoCodeError, split_spec
+
 MANIFEST_PATH = "peakwatch.toml"
 DEFAULT_STRATEGIES = ("tvm-stock", "none", "greedy-by-size")
 DEFAULT_BOARDS = ("cpu",)
@@ -95,9 +97,10 @@ def check_relative(path: str, what: str) -> str:
 def _spec(value: Any, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise ManifestError(f"{what} must be path/to/file.py:function")
-    path, sep, function = value.rpartition(":")
-    if not sep or not path.endswith(".py") or not function.isidentifier():
-        raise ManifestError(f"{what} {value!r}: expected path/to/file.py:function")
+    try:
+        path, _ = split_spec(value, what)
+    except RepoCodeError as exc:
+        raise ManifestError(str(exc)) from None
     check_relative(path, what)
     return value
 

@@ -175,8 +175,10 @@ def compile_model(
             builds[strategy.name] = _Build(report, lowered, {}, variant.planned)
         report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
 
+    # One draw serves the check, the memory measurement and the boards that run it again.
+    inputs = network.random_inputs(seed)
     if check_locally:
-        _check_and_time(network, builds, tgt, repeat, seed)
+        _check_and_time(network, builds, tgt, repeat, inputs)
     with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
         out = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
         for build in builds.values():
@@ -185,13 +187,12 @@ def compile_model(
                 fcompile=export_compiler,
             )
         if memory_configs and check_locally:
-            _measure_memory(builds, network, memory_configs)
-    _describe_inputs(network, builds.values(), artifacts_dir, name, seed)
+            _measure_memory(builds, network, memory_configs, inputs)
+    _describe_inputs(network, builds.values(), artifacts_dir, name, inputs)
     return [builds[s.name].report for s in chosen]
 
 
-def _describe_inputs(network, builds, artifacts_dir, name: str, seed: int) -> None:
-    inputs = network.random_inputs(seed)
+def _describe_inputs(network, builds, artifacts_dir, name: str, inputs) -> None:
     sizes = [int(value.nbytes) for value in inputs]
     path = ""
     if artifacts_dir is not None:
@@ -379,7 +380,7 @@ def stock_offsets(planned: tvm.IRModule, extraction: Extraction) -> tuple[dict[s
     return offsets, total
 
 
-def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, seed: int) -> None:
+def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, inputs) -> None:
     dev = execute.device_for(target)
     loaders = {
         strategy: (lambda b=build: execute.load(b.executable, dev))
@@ -387,7 +388,7 @@ def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, see
         if build.report.ok
     }
     checks = execute.check_and_time(
-        loaders, dev, network.random_inputs(seed), reference=STOCK, entry=network.entry,
+        loaders, dev, inputs, reference=STOCK, entry=network.entry,
         repeat=repeat, rtol=RTOL, atol=ATOL,
     )
     for strategy, check in checks.items():
@@ -395,13 +396,14 @@ def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, see
             setattr(builds[strategy].report, key, value)
 
 
-def _measure_memory(builds: dict[str, _Build], network, configs: Sequence[str]) -> None:
+def _measure_memory(
+    builds: dict[str, _Build], network, configs: Sequence[str], inputs
+) -> None:
     """Measure every runnable build under every allocator, each in its own process.
 
     One process per measurement, because TVM's workspace pool outlives a module: a second
     model measured in the same process would find its kernel workspace already held.
     """
-    inputs = network.random_inputs()
     jobs = [
         (build, config)
         for build in builds.values()

@@ -17,6 +17,7 @@ import enum
 from dataclasses import dataclass
 
 from planner import strategies as library
+from planner.tvm.repo_code import RepoCodeError, split_spec
 
 STOCK = "tvm-stock"
 REWRITES_SUFFIX = "+rewrites"
@@ -71,12 +72,12 @@ def strategy_names() -> list[str]:
 def parse_repo_strategy(name: str) -> CompileStrategy:
     """``repo:planning/mine.py:plan`` as a strategy; the path is checked against the tree
     later, when the tree is there."""
-    spec = name.removeprefix(REPO_PREFIX)
-    path, sep, function = spec.rpartition(":")
-    if not sep or not path.endswith(".py") or not function.isidentifier():
+    try:
+        path, function = split_spec(name.removeprefix(REPO_PREFIX), "planner")
+    except RepoCodeError:
         raise UnknownCompileStrategy(
             f"{name!r}: a repository planner is written repo:path/to/file.py:function"
-        )
+        ) from None
     return CompileStrategy(name, Variant.REPO, path=path, function=function)
 
 

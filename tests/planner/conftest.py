@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,18 @@ from planner.problem import Buffer, Problem
 from planner.strategies._placement import Instance, place_in_order, plan_height
 
 DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_cli(*args) -> subprocess.CompletedProcess:
+    """``python -m planner ARGS`` in a subprocess, from the repository root."""
+    return subprocess.run(
+        [sys.executable, "-m", "planner", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def brute_force_height(problem: Problem) -> int:

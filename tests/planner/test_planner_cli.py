@@ -1,26 +1,17 @@
 """The command line, run as ``python -m planner`` in a subprocess."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from planner.cli import build_parser, main, register_subcommand
 from planner.strategies import strategy_names
+from tests.planner.conftest import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "planner", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
 
 
 def test_it_lists_the_strategies_one_per_line():

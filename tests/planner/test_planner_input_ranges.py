@@ -1,26 +1,17 @@
 """Values beyond 64 bits and malformed files: exit 2 with the file, line and column."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from planner.problem import Buffer, Problem, ProblemError, read_csv, read_json
 from planner.strategies import solve
+from tests.planner.conftest import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "planner", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize(

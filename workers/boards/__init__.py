@@ -20,7 +20,7 @@ from workers.boards.cuda import CudaBoard
 from workers.boards.micro import MicroBoard
 from workers.boards.rpc import RpcBoard
 
-__all__ = ["BoardRunner", "Health", "UnknownBoard", "queue_for", "runner_for", "sandbox"]
+__all__ = ["BoardRunner", "Health", "UnknownBoard", "queue_for", "runner_for"]
 
 #: The runner of each kind of board.
 RUNNER_CLASSES: dict[str, type[BoardRunner]] = {

@@ -37,6 +37,7 @@ from planner.tvm.micro.plan import (
     plan_models,
 )
 from planner.tvm.zoo import ModelSource, build_network
+from planner.tvm.zoo.network import static_tensor_type
 
 RUNTIME_DIR = Path(__file__).with_name("runtime")
 RUNTIME_FILES = ("peakwatch_tvm.h", "board_runtime.c", "main.c", "startup_cortex_m.c")
@@ -192,15 +193,10 @@ class _Driver:
 
 
 def _tensor_type(var: relax.Var, where: str) -> tuple[tuple[int, ...], str]:
-    ty = var.ty
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        raise ExportError(f"{where}: {var.name} is not a tensor of known shape")
-    dims = []
-    for dim in ty.shape.values:
-        if not isinstance(dim, tvm.tirx.IntImm):
-            raise ExportError(f"{where}: {var.name} has a symbolic dimension {dim}")
-        dims.append(int(dim))
-    return tuple(dims), str(ty.dtype)
+    try:
+        return static_tensor_type(var, f"{where}: {var.name}")
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def _nbytes(shape: tuple[int, ...], dtype: str) -> int:

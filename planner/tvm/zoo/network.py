@@ -80,17 +80,23 @@ def from_imported(name: str, mod: tvm.IRModule, entry: str = "main") -> Network:
     func = mod[entry]
     names, shapes, dtypes = [], [], []
     for param in func.params:
-        ty = param.ty
-        if not isinstance(ty, relax.TensorType) or ty.shape is None:
-            raise ValueError(f"input {param.name} of {name} is not a tensor of known shape")
-        dims = []
-        for dim in ty.shape.values:
-            if not isinstance(dim, tvm.tirx.IntImm):
-                raise ValueError(f"input {param.name} of {name} has a symbolic dimension {dim}")
-            dims.append(int(dim))
+        shape, dtype = static_tensor_type(param, f"input {param.name} of {name}")
         names.append(param.name)
-        shapes.append(tuple(dims))
-        dtypes.append(str(ty.dtype))
+        shapes.append(shape)
+        dtypes.append(dtype)
     values = [w.numpy() for w in weights.get(entry, [])]
     fixed = dict(zip(names[len(names) - len(values) :], values, strict=True)) if values else {}
     return Network(name, mod, names, shapes, dtypes, entry=entry, fixed_inputs=fixed)
+
+
+def static_tensor_type(var: relax.Var, what: str) -> tuple[tuple[int, ...], str]:
+    """``var``'s static shape and dtype; ValueError naming ``what`` when it has none."""
+    ty = var.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        raise ValueError(f"{what} is not a tensor of known shape")
+    dims = []
+    for dim in ty.shape.values:
+        if not isinstance(dim, tvm.tirx.IntImm):
+            raise ValueError(f"{what} has a symbolic dimension {dim}")
+        dims.append(int(dim))
+    return tuple(dims), str(ty.dtype)
