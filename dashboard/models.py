@@ -197,6 +197,40 @@ class Board(models.Model):
         return board_queue(self.name)
 
 
+class Toolchain(models.Model):
+    """The Python environment a Result was compiled in: one TVM release, wheel or source build.
+
+    The empty spec is the worker's own environment, the default for suites that list none.
+    """
+
+    spec = models.CharField(
+        max_length=500,
+        unique=True,
+        blank=True,
+        help_text="A pip requirement, a wheel file or a TVM source folder; empty: the worker's own.",
+    )
+    tvm_version = models.CharField(max_length=100, blank=True)
+    tvm_git_hash = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["spec"]
+
+    def __str__(self) -> str:
+        return self.spec or "worker environment"
+
+    @property
+    def label(self) -> str:
+        if self.spec:
+            return self.spec
+        return f"worker environment (tvm {self.tvm_version})" if self.tvm_version else str(self)
+
+
+def default_toolchain() -> int:
+    """The worker's own environment, for Results recorded without a toolchain."""
+    return Toolchain.objects.get_or_create(spec="")[0].pk
+
+
 class Run(models.Model):
     """One commit's suite: every model x strategy x board in its manifest."""
 
@@ -265,6 +299,10 @@ class Result(models.Model):
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="results")
     strategy = models.ForeignKey(Strategy, on_delete=models.PROTECT, related_name="results")
     board = models.ForeignKey(Board, on_delete=models.PROTECT, related_name="results")
+    # A series is (model, strategy, board, toolchain): a new TVM is a new line, not a jump.
+    toolchain = models.ForeignKey(
+        Toolchain, on_delete=models.PROTECT, related_name="results", default=default_toolchain
+    )
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OK)
     planned_bytes = models.BigIntegerField(null=True, blank=True)
     intermediate_bytes = models.BigIntegerField(null=True, blank=True)
@@ -297,15 +335,16 @@ class Result(models.Model):
         constraints = [
             # A redelivered task finds its Result already there and updates it.
             models.UniqueConstraint(
-                fields=["run", "model", "strategy", "board"], name="unique_result_per_run"
+                fields=["run", "model", "strategy", "board", "toolchain"],
+                name="unique_result_per_run",
             )
         ]
         indexes = [
-            models.Index(fields=["model", "strategy", "board", "commit"]),
+            models.Index(fields=["model", "strategy", "board", "toolchain", "commit"]),
             # A model's trend reads only these columns of its successful results: on
             # PostgreSQL it is answered from the index alone, without touching the table.
             models.Index(
-                fields=["model", "board", "strategy", "commit"],
+                fields=["model", "board", "strategy", "toolchain", "commit"],
                 include=[
                     "run", "planned_bytes", "intermediate_bytes", "measured_peak_bytes",
                     "lower_bound_bytes", "latency_median_ms",
@@ -443,6 +482,9 @@ class Alert(models.Model):
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="alerts")
     strategy = models.ForeignKey(Strategy, on_delete=models.CASCADE, related_name="+")
     board = models.ForeignKey(Board, on_delete=models.CASCADE, related_name="+")
+    toolchain = models.ForeignKey(
+        Toolchain, on_delete=models.CASCADE, related_name="+", default=default_toolchain
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices)
     baseline_value = models.FloatField()
     value = models.FloatField()
