@@ -7,8 +7,13 @@ problem's buffers (about 0.3 KB each), not just the strategy. ``seconds`` is the
 strategy's own time, as ``solve`` reports it; ``total`` adds building the problem and
 validating the plan.
 
+With ``--time-limit T`` it instead runs every strategy with that limit on a 1M-buffer
+random trace and on MiniMalloc's file D, and prints the strategy's seconds as a share of T
+(the target: within T + 5%).
+
 Usage: python benchmarks/planner_scaling.py [--sizes 1000,10000,100000,1000000] [--live 50]
        [--strategies greedy-by-size,best-fit] [--traces var/traces] [--skip-reference]
+       [--time-limit T]
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from planner.problem import read_csv  # noqa: E402
 from planner.strategies import solve  # noqa: E402
 
 
-def measure(source: str, strategy: str) -> dict:
+def measure(source: str, strategy: str, time_limit: float | None = None) -> dict:
     """Plan one problem in this process: ``source`` is ``random:N:LIVE`` or a CSV path."""
     import planner_traces
 
@@ -41,7 +46,7 @@ def measure(source: str, strategy: str) -> dict:
         problem = planner_traces.random_trace(int(n), int(live))
     else:
         problem = read_csv(source)
-    solution = solve(problem, strategy)
+    solution = solve(problem, strategy, time_limit=time_limit)
     total = time.perf_counter() - started
     return {
         "problem": problem.name,
@@ -53,6 +58,7 @@ def measure(source: str, strategy: str) -> dict:
         "seconds": round(solution.seconds, 2),
         "total": round(total, 2),
         "peak_mb": peak_megabytes(),
+        "limit": time_limit,
     }
 
 
@@ -68,9 +74,10 @@ def peak_megabytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def in_child(source: str, strategy: str) -> dict:
+def in_child(source: str, strategy: str, time_limit: float | None = None) -> dict:
+    limit = [] if time_limit is None else ["--time-limit", str(time_limit)]
     output = subprocess.run(
-        [sys.executable, __file__, "--one", source, strategy],
+        [sys.executable, __file__, "--one", source, strategy, *limit],
         capture_output=True,
         text=True,
         check=True,
@@ -139,6 +146,28 @@ def reference_check() -> None:
     print()
 
 
+def time_limit_table(limit: float, live: int) -> None:
+    """Every strategy under ``limit`` seconds; the plan is validated by ``solve``."""
+    from planner.strategies import strategy_names
+
+    sources = [
+        f"random:1000000:{live}",
+        str(ROOT.parent / "shared" / "benchmarks" / "dsa" / "minimalloc" / "D.1048576.csv"),
+    ]
+    print(f"## Every strategy with --time-limit {limit:g}\n")
+    print("| problem | strategy | ratio to LB | seconds | seconds / limit | total s | peak MB |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for source in sources:
+        for strategy in strategy_names():
+            result = in_child(source, strategy, limit)
+            print(
+                f"| {result['problem']} | {strategy} | {result['ratio']:.3f} | "
+                f"{result['seconds']:.2f} | {result['seconds'] / limit:.3f} | "
+                f"{result['total']:.2f} | {result['peak_mb']:,} |",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", nargs=2, metavar=("SOURCE", "STRATEGY"), help=argparse.SUPPRESS)
@@ -146,13 +175,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--live", type=int, default=50)
     parser.add_argument("--strategies", default="greedy-by-size,best-fit")
     parser.add_argument(
-        "--traces", type=Path, default=ROOT / "var" / "traces",
+        "--traces",
+        type=Path,
+        default=ROOT / "var" / "traces",
         help="CSV traces to plan too (planner_traces.py writes them)",
     )
     parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--time-limit", type=float, help="check every strategy's time limit")
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(measure(*args.one)))
+        print(json.dumps(measure(*args.one, time_limit=args.time_limit)))
+        return 0
+    if args.time_limit is not None:
+        time_limit_table(args.time_limit, args.live)
         return 0
     strategies = [s for s in args.strategies.split(",") if s]
     if not args.skip_reference:

@@ -35,6 +35,13 @@ UNPLACED = -1
 MAX_GRAPH_PAIRS = 4_000_000
 # A placement pass looks at the clock every this many buffers.
 CLOCK_EVERY = 256
+# Turning a plan into the answer (offsets by id, its height, validation aside) takes about
+# this long per buffer: placement stops that much before its deadline to answer on time.
+FINISH_SECONDS_PER_BUFFER = 1e-6
+
+
+def finishing_by(deadline: float | None, buffers: int) -> float | None:
+    return None if deadline is None else deadline - FINISH_SECONDS_PER_BUFFER * buffers
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -64,11 +71,16 @@ class Instance:
         hi = np.array(self.uppers, dtype=np.int64)
         points = np.unique(np.concatenate([lo, hi]))
         self.slots = max(len(points) - 1, 1)
-        self.slot_lo = np.searchsorted(points, lo).tolist()
-        self.slot_hi = np.searchsorted(points, hi).tolist()
+        self.slot_lo_array = np.searchsorted(points, lo)
+        self.slot_hi_array = np.searchsorted(points, hi)
+        self.slot_lo = self.slot_lo_array.tolist()
+        self.slot_hi = self.slot_hi_array.tolist()
         self._lo = lo
         self._hi = hi
         self._graph: tuple[np.ndarray, np.ndarray] | None = None
+        self._pairs: int | None = None
+        self._real_mask: np.ndarray | None = None
+        self._batch_state: tuple[_Windows, np.ndarray, np.ndarray | None] | None | bool = False
 
     @classmethod
     def of(cls, problem: Problem) -> Instance:
@@ -96,7 +108,59 @@ class Instance:
 
     def pair_count(self) -> int:
         """The number of conflicting pairs, without listing them."""
-        return sum(self.degrees()) // 2
+        if self._pairs is None:
+            self._pairs = sum(self.degrees()) // 2
+        return self._pairs
+
+    def sort_keys(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``-size`` and ``lower - upper`` (both: larger first) as int64 arrays, for
+        sorting with numpy; None when they do not fit int64."""
+        if max(self.sizes, default=0) >= 1 << 63:
+            return None
+        if len(self) and max(self.uppers) - min(self.lowers) >= 1 << 63:
+            return None
+        return -np.array(self.sizes, dtype=np.int64), self._lo - self._hi
+
+    def sorted_by(self, *keys: np.ndarray) -> list[int]:
+        """Positions sorted by ``keys`` (the first key first), then by buffer id."""
+        buffers = self.problem.buffers
+        order = np.lexsort(keys[::-1])
+        positions = order.tolist()
+        tied = np.ones(max(len(order) - 1, 0), dtype=bool)
+        for key in keys:
+            ranked = key[order]
+            tied &= ranked[1:] == ranked[:-1]
+        if tied.any():
+            # Only runs of equal keys are sorted again, by id, in Python.
+            edges = np.flatnonzero(
+                np.diff(np.concatenate(([False], tied, [False])).astype(np.int8))
+            )
+            for start, end in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
+                positions[start : end + 1] = sorted(
+                    positions[start : end + 1], key=lambda i: buffers[i].id
+                )
+        return positions
+
+    def batch_state(self) -> tuple[_Windows, np.ndarray, np.ndarray | None] | None:
+        """What ``place_in_batches`` needs (windows, sizes, alignments or None when all are
+        1), built once; None when a plan's addresses could leave int64."""
+        if self._batch_state is False:
+            fixed_top = max(
+                (f + s for f, s in zip(self.fixed, self.sizes, strict=True) if f is not None),
+                default=0,
+            )
+            # No greedy plan is higher than every buffer stacked, each after its padding.
+            top = sum(self.sizes) + sum(self.alignments) + fixed_top
+            if top >= 1 << 61:
+                self._batch_state = None
+            else:
+                sizes = np.array(self.sizes, dtype=np.int64)
+                alignments = None
+                if any(a != 1 for a in self.alignments):
+                    alignments = np.array(self.alignments, dtype=np.int64)
+                windows = _Windows(self.slot_lo_array, self.slot_hi_array, np.flatnonzero(sizes))
+                self._batch_state = (windows, sizes, alignments)
+        return self._batch_state  # type: ignore[return-value]
 
     def conflicts(self, max_pairs: int | None = MAX_GRAPH_PAIRS) -> tuple[np.ndarray, np.ndarray]:
         """The conflict graph as CSR arrays ``(indptr, indices)``, built once.
@@ -127,8 +191,10 @@ class Instance:
             return indices[indptr[index] : indptr[index + 1]].tolist()
         if not self.sizes[index]:
             return []
+        if self._real_mask is None:
+            self._real_mask = np.array([s > 0 for s in self.sizes], dtype=bool)
         mask = (self._lo < self.uppers[index]) & (self._hi > self.lowers[index])
-        mask &= np.array([s > 0 for s in self.sizes], dtype=bool)
+        mask &= self._real_mask
         mask[index] = False
         return np.flatnonzero(mask).tolist()
 
@@ -422,6 +488,9 @@ def place_in_order(
     the free buffers), placement continues from it in place. Past ``deadline`` the buffers
     left are stacked above everything placed: a valid plan, returned at once.
     """
+    if offsets is None and batches_apply(instance):
+        return place_in_batches(instance, order, fit, deadline)
+    deadline = finishing_by(deadline, len(instance))
     choose = first_fit_in if fit == "first" else best_fit_in
     sizes = instance.sizes
     alignments = instance.alignments
@@ -433,12 +502,16 @@ def place_in_order(
         for index, fixed in enumerate(instance.fixed):
             if fixed is not None:
                 offsets[index] = fixed
+    pending = list(order) if deadline is not None else order
     for index, offset in enumerate(offsets):
         if offset != UNPLACED and sizes[index]:
             occupancy.add(slot_lo[index], slot_hi[index], offset, offset + sizes[index])
+            # Continuing a large partial plan takes a while before the first buffer.
+            if deadline is not None and not index % CLOCK_EVERY and time.perf_counter() > deadline:
+                _stack_the_rest(instance, offsets, pending)
+                return offsets
     add = occupancy.add
     used = occupancy.used
-    pending = list(order) if deadline is not None else order
     for count, index in enumerate(pending):
         if deadline is not None and not count % CLOCK_EVERY and time.perf_counter() > deadline:
             _stack_the_rest(instance, offsets, pending[count:])  # type: ignore[index]
@@ -456,6 +529,326 @@ def place_in_order(
         offsets[index] = offset
         add(lo, hi, offset, offset + size)
     return offsets
+
+
+# --------------------------------------------------------------------------------------------
+# Batched placement: the same plans as the one-by-one pass, with numpy doing the work.
+#
+# A buffer's place depends only on the earlier buffers (in the order) it conflicts with. Take
+# the order in chunks: within a chunk of K buffers of a large problem few buffers conflict
+# with each other, so the chunk is placed in a few *waves* (wave w holds the buffers whose
+# earlier conflicts in the chunk are all in lower waves), and a wave is placed at once: its
+# buffers' placed conflicts are listed by numpy (by time windows over the buffers sorted by
+# start, one window per class of lifetime length), padded into a matrix with a row per
+# buffer, sorted along the rows, and the gaps of each row's union read off as in
+# ``_fit_numpy``. Listing costs as much as the conflicting pairs, so this is for problems
+# whose buffers each conflict with a bounded number of others; dense traces keep the tree.
+
+# Problems with fewer buffers, or more conflicts per buffer on average, use the tree.
+BATCH_FROM = 20_000
+BATCH_MAX_DEGREE = 256
+# Chunks start with about this many listed pairs, and grow while they need few waves.
+BATCH_PAIRS = 1 << 17
+BATCH_WAVES = 6
+# Waves of fewer buffers are placed one by one.
+BATCH_ROWS = 32
+_PAD = np.int64(1) << 62
+
+
+class _Windows:
+    """The non-zero-sized buffers numbered by class of lifetime length (powers of two, in
+    slots), then start: any sorted subset of those numbers is in turn grouped by class and
+    sorted by start, and a query interval's conflicts in a class all start within a window
+    of the class's longest lifetime before the query's end."""
+
+    def __init__(self, slot_lo: np.ndarray, slot_hi: np.ndarray, real: np.ndarray) -> None:
+        lengths = slot_hi[real] - slot_lo[real]
+        classes = np.floor(np.log2(np.maximum(lengths, 1))).astype(np.int64)
+        by_start = np.lexsort((slot_lo[real], classes))
+        self.index = real[by_start]
+        self.lo = slot_lo[self.index]
+        self.hi = slot_hi[self.index]
+        _, first = np.unique(classes[by_start], return_index=True)
+        self.bounds = first
+        self.longest = np.maximum.reduceat(lengths[by_start], first).tolist() if len(first) else []
+
+    def live_together(
+        self, ids: np.ndarray, starts: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs (query row, k) such that buffer ``ids[k]`` is live together with the query
+        interval ``[lo[row], hi[row])``, grouped by row; ``ids`` sorted, ``starts`` their
+        ``self.lo``."""
+        bounds = np.searchsorted(ids, self.bounds).tolist() + [len(ids)]
+        first = np.empty((len(lo), len(self.longest)), dtype=np.int64)
+        last = np.empty_like(first)
+        for k, longest in enumerate(self.longest):
+            base, end = bounds[k], bounds[k + 1]
+            window = starts[base:end]
+            first[:, k] = base + np.searchsorted(window, lo - longest, side="right")
+            last[:, k] = base + np.searchsorted(window, hi, side="left")
+        counts = np.maximum(last - first, 0)
+        flat = counts.ravel()
+        shift = first.ravel() - (np.cumsum(flat) - flat)
+        positions = np.arange(int(flat.sum())) + np.repeat(shift, flat)
+        per_row = counts.sum(axis=1)
+        keep = self.hi[ids[positions]] > np.repeat(lo, per_row)
+        rows = np.repeat(np.arange(len(lo)), per_row)
+        return rows[keep], positions[keep]
+
+
+def batches_apply(instance: Instance) -> bool:
+    """Whether ``place_in_batches`` is the faster way for this problem (and its numbers fit
+    int64 with room to spare)."""
+    n = len(instance)
+    if n < BATCH_FROM:
+        return False
+    if instance.batch_state() is None:
+        return False
+    return 2 * instance.pair_count() <= BATCH_MAX_DEGREE * n
+
+
+def _fit_rows(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    rows: np.ndarray,
+    row_count: int,
+    sizes: np.ndarray,
+    alignments: np.ndarray | None,
+    best: bool,
+) -> np.ndarray:
+    """First or best fit of ``row_count`` buffers at once; ``(starts[k], ends[k])`` is a
+    placed block that row ``rows[k]`` must miss (``rows`` sorted)."""
+    counts = np.bincount(rows, minlength=row_count)
+    offsets = np.zeros(row_count, dtype=np.int64)
+    if not len(rows):
+        return offsets
+    # Rows are padded to a power of two of their block count, so that a few busy rows do
+    # not pad every row to their length; rows (and their blocks) are grouped by that power,
+    # a small number, which a stable sort orders in linear time.
+    buckets = np.zeros(row_count, dtype=np.uint8)
+    busy = counts > 0
+    buckets[busy] = np.ceil(np.log2(counts[busy])).astype(np.uint8) + 1
+    row_order = np.argsort(buckets, kind="stable")
+    row_runs = np.searchsorted(buckets[row_order], np.arange(buckets.max() + 2)).tolist()
+    local = np.empty(row_count, dtype=np.int64)
+    local[row_order] = np.arange(row_count)
+    block_order = np.argsort(buckets[rows], kind="stable")
+    rows = rows[block_order]
+    starts, ends = starts[block_order], ends[block_order]
+    # Blocks are still grouped by row within a bucket: a block's column is its position
+    # after its row's first block.
+    first_block = np.cumsum(counts[row_order]) - counts[row_order]
+    column = np.arange(len(rows)) - first_block[local[rows]]
+    block_runs = np.concatenate(([0], np.cumsum(counts[row_order])))[row_runs].tolist()
+    for bucket in range(1, len(row_runs) - 1):
+        row_lo, row_hi = row_runs[bucket], row_runs[bucket + 1]
+        if row_lo == row_hi:
+            continue
+        members = row_order[row_lo:row_hi]
+        width = 1 << (bucket - 1)
+        block_lo, block_hi = block_runs[bucket], block_runs[bucket + 1]
+        cell = (local[rows[block_lo:block_hi]] - row_lo) * (width + 1) + column[block_lo:block_hi]
+        low = np.full((len(members), width + 1), _PAD, dtype=np.int64)
+        high = np.full((len(members), width + 1), _PAD, dtype=np.int64)
+        # Sorted separately, the k-th smallest end and the (k+1)-th smallest start bound a
+        # gap of the union when the end is below the start (see _fit_numpy).
+        high.ravel()[cell] = starts[block_lo:block_hi]
+        low.ravel()[cell + 1] = ends[block_lo:block_hi]
+        high[:, :width].sort(axis=1)
+        low[:, 1:].sort(axis=1)
+        low[:, 0] = 0
+        size = sizes[members][:, None]
+        if alignments is None:
+            aligned = low
+        else:
+            align = alignments[members][:, None]
+            aligned = -(-low // align) * align
+        fits = (low < high) & (aligned + size <= high)
+        ways = np.arange(len(members))
+        if not best:
+            offsets[members] = aligned[ways, fits.argmax(axis=1)]
+            continue
+        top = counts[members]
+        fits[ways, top] = False  # the gap above everything is the fallback, not a gap
+        gaps = np.where(fits, high - low, _PAD)
+        chosen = gaps.argmin(axis=1)
+        found = fits[ways, chosen]
+        topmost = aligned[ways, top]
+        offsets[members] = np.where(found, aligned[ways, chosen], topmost)
+    return offsets
+
+
+def place_in_batches(
+    instance: Instance,
+    order: Iterable[int],
+    fit: str = "first",
+    deadline: float | None = None,
+) -> list[int]:
+    """``place_in_order`` from scratch, in chunks of the order placed wave by wave (see
+    above): the same plan. Past ``deadline`` the buffers left are stacked on top."""
+    state = instance.batch_state()
+    assert state is not None
+    windows, all_sizes, all_alignments = state
+    deadline = finishing_by(deadline, len(instance))
+    best = fit == "best"
+    n = len(instance)
+    offsets = np.full(n, UNPLACED, dtype=np.int64)
+    rank = np.full(n, n, dtype=np.int64)
+    for buffer, fixed in enumerate(instance.fixed):
+        if fixed is not None:
+            offsets[buffer] = fixed
+            rank[buffer] = -1
+    sequence = np.fromiter(order, dtype=np.int64)
+    free = offsets[sequence] == UNPLACED
+    pending = sequence[free & (all_sizes[sequence] > 0)]
+    offsets[sequence[free & (all_sizes[sequence] == 0)]] = 0
+    rank[pending] = np.arange(len(pending))
+    # The work is done on the buffers renumbered in the windows' order, so that the
+    # conflicts of a buffer (close in time) are close in memory.
+    index = windows.index
+    where = np.full(n, -1, dtype=np.int64)
+    where[index] = np.arange(len(index))
+    pending = where[pending]
+    placed = offsets[index]
+    ranks = rank[index]
+    sizes = all_sizes[index]
+    alignments = None if all_alignments is None else all_alignments[index]
+    # The placed buffers (by number, sorted) and their starts, for the windows.
+    done = np.flatnonzero(ranks < 0)
+    done_starts = windows.lo[done]
+    degree = 2 * instance.pair_count() / max(n, 1)
+    largest = int(max(16 * BATCH_PAIRS / (degree + 1), 16))
+    chunk = min(int(max(BATCH_PAIRS / (degree + 1), 16)), largest)
+    position = 0
+    while position < len(pending):
+        if deadline is not None and time.perf_counter() > deadline:
+            offsets[index] = placed
+            result = offsets.tolist()
+            _stack_the_rest(instance, result, index[pending[position:]].tolist())
+            return result
+        members = pending[position : position + chunk]
+        # Rows in order of time, so that the windows are read in order, not at random;
+        # ``turn[row]`` is the row's place in the order within the chunk.
+        turn = np.argsort(windows.lo[members], kind="stable")
+        members = members[turn]
+        lo, hi = windows.lo[members], windows.hi[members]
+        rows, picked = windows.live_together(done, done_starts, lo, hi)
+        others = done[picked]
+        numbered = np.argsort(members)
+        inner_rows, inner = windows.live_together(members[numbered], lo[numbered], lo, hi)
+        inner = numbered[inner]
+        earlier = turn[inner] < turn[inner_rows]
+        inner_rows, inner = inner_rows[earlier], inner[earlier]
+        waves = _waves(inner_rows, inner, len(members))
+        count = int(waves.max()) + 1 if len(members) else 0
+        for in_wave, wave_rows, blocks in _by_wave(
+            waves, count, rows, others, inner_rows, inner, members
+        ):
+            starts = placed[blocks]
+            ends = starts + sizes[blocks]
+            if len(in_wave) < BATCH_ROWS:
+                # Chains of buffers in the order that follow each other in time make many
+                # small waves, where numpy's cost per call outweighs its speed.
+                placed[in_wave] = _fit_rows_one_by_one(
+                    starts, ends, wave_rows, len(in_wave), sizes[in_wave], in_wave, alignments, fit
+                )
+                continue
+            placed[in_wave] = _fit_rows(
+                starts,
+                ends,
+                wave_rows,
+                len(in_wave),
+                sizes[in_wave],
+                None if alignments is None else alignments[in_wave],
+                best,
+            )
+        position += len(members)
+        members.sort()
+        at = np.searchsorted(done, members)
+        done = np.insert(done, at, members)
+        done_starts = np.insert(done_starts, at, windows.lo[members])
+        if count <= BATCH_WAVES:
+            chunk = min(chunk * 2, largest)
+    offsets[index] = placed
+    return offsets.tolist()
+
+
+def _fit_rows_one_by_one(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    rows: np.ndarray,
+    row_count: int,
+    sizes: np.ndarray,
+    members: np.ndarray,
+    alignments: np.ndarray | None,
+    fit: str,
+) -> list[int]:
+    """``_fit_rows`` in plain Python, for a handful of rows."""
+    choose = first_fit if fit == "first" else best_fit
+    bounds = np.searchsorted(rows, np.arange(row_count + 1)).tolist()
+    starts_list, ends_list = starts.tolist(), ends.tolist()
+    aligns = [1] * row_count if alignments is None else alignments[members].tolist()
+    offsets = []
+    for row, size in enumerate(sizes.tolist()):
+        low, high = bounds[row], bounds[row + 1]
+        blocks = list(zip(starts_list[low:high], ends_list[low:high], strict=True))
+        offsets.append(choose(blocks, size, aligns[row]) if blocks else 0)
+    return offsets
+
+
+def _by_wave(
+    waves: np.ndarray,
+    count: int,
+    rows: np.ndarray,
+    others: np.ndarray,
+    inner_rows: np.ndarray,
+    inner: np.ndarray,
+    members: np.ndarray,
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per wave: its buffers, and the (row within the wave, buffer) pairs of the blocks
+    they must miss, grouped by row: the placed conflicts (``rows``, ``others``) and those
+    in the chunk (rows ``inner_rows`` and ``inner``, all in lower waves)."""
+    if count == 1:
+        return [(members, rows, others)]
+    # Waves are small numbers, which a stable sort orders in linear time.
+    small = waves.astype(np.uint16 if count < 1 << 16 else np.int64)
+    by_wave = np.argsort(small, kind="stable")
+    row_runs = np.searchsorted(small[by_wave], np.arange(count + 1))
+    row_of = np.empty(len(members), dtype=np.int64)
+    row_of[by_wave] = np.arange(len(members)) - row_runs[waves[by_wave]]
+    pair_waves = small[rows]
+    pair_order = np.argsort(pair_waves, kind="stable")
+    pair_runs = np.searchsorted(pair_waves[pair_order], np.arange(count + 1))
+    inner_waves = small[inner_rows]
+    inner_order = np.argsort(inner_waves, kind="stable")
+    inner_runs = np.searchsorted(inner_waves[inner_order], np.arange(count + 1))
+    result = []
+    for wave in range(count):
+        mine = pair_order[pair_runs[wave] : pair_runs[wave + 1]]
+        wave_rows = row_of[rows[mine]]
+        blocks = others[mine]
+        chunk_pairs = inner_order[inner_runs[wave] : inner_runs[wave + 1]]
+        if len(chunk_pairs):
+            wave_rows = np.concatenate((wave_rows, row_of[inner_rows[chunk_pairs]]))
+            blocks = np.concatenate((blocks, members[inner[chunk_pairs]]))
+            grouped = np.argsort(wave_rows, kind="stable")
+            wave_rows, blocks = wave_rows[grouped], blocks[grouped]
+        result.append((members[by_wave[row_runs[wave] : row_runs[wave + 1]]], wave_rows, blocks))
+    return result
+
+
+def _waves(rows: np.ndarray, earlier_rows: np.ndarray, count: int) -> np.ndarray:
+    """The wave of each chunk row: one more than the highest wave among the chunk's rows
+    that come before it in the order and conflict with it (row ``earlier_rows[k]`` for row
+    ``rows[k]``)."""
+    waves = np.zeros(count, dtype=np.int64)
+    while len(rows):
+        raised = np.zeros(count, dtype=np.int64)
+        np.maximum.at(raised, rows, waves[earlier_rows] + 1)
+        if np.array_equal(raised, waves):
+            break
+        waves = raised
+    return waves
 
 
 def _stack_the_rest(instance: Instance, offsets: list[int], rest: Iterable[int]) -> None:

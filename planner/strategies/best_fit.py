@@ -19,9 +19,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from planner.plan import Placement
 from planner.problem import Buffer, Problem
-from planner.strategies._placement import Instance, place_in_order, plan_height
+from planner.strategies._placement import Instance, finishing_by, place_in_order, plan_height
 
 NAME = "best-fit"
 SUMMARY = "TFLite/XLA greedy by size, best fit: smallest gap that holds the buffer"
@@ -35,6 +37,16 @@ ORDERS: dict[str, Callable[[Buffer], tuple[int, ...]]] = {
 
 def order_by(instance: Instance, name: str) -> list[int]:
     """Positions in the named order (ties keep the problem's order)."""
+    arrays = instance.sort_keys()
+    if arrays is not None:
+        # The same order by numpy (lexsort is stable; its last key is the first criterion).
+        by_size, by_lifetime = arrays
+        keys = {
+            "xla-spatial": (by_lifetime, by_size),
+            "xla-temporal": (by_size, by_lifetime),
+            "tflite": (by_size,),
+        }[name]
+        return np.lexsort(keys).tolist()
     key = ORDERS[name]
     buffers = instance.problem.buffers
     return sorted(range(len(buffers)), key=lambda i: key(buffers[i]))
@@ -56,8 +68,10 @@ def instance_plan(instance: Instance, deadline: float | None) -> tuple[dict[str,
     order is tried, and the one under way stacks its remaining buffers on top."""
     best: list[int] | None = None
     best_height = 0
+    # No further order is started when only the time to answer is left.
+    last_start = finishing_by(deadline, 2 * len(instance))
     for name in ORDERS:
-        if best is not None and deadline is not None and time.perf_counter() > deadline:
+        if best is not None and last_start is not None and time.perf_counter() > last_start:
             break
         offsets = place_in_order(instance, order_by(instance, name), fit="best", deadline=deadline)
         top = plan_height(instance, offsets)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from planner.plan import Placement
 from planner.problem import Problem
 from planner.strategies._placement import Instance, place_in_order
@@ -21,6 +23,9 @@ def conflict_order(instance: Instance) -> list[int]:
     """Positions sorted by conflict count descending, then size descending, then id."""
     buffers = instance.problem.buffers
     degrees = instance.degrees()
+    arrays = instance.sort_keys()
+    if arrays is not None:
+        return instance.sorted_by(-np.array(degrees, dtype=np.int64), arrays[0])
     return sorted(range(len(buffers)), key=lambda i: (-degrees[i], -buffers[i].size, buffers[i].id))
 
 

@@ -19,6 +19,10 @@ SUMMARY = "TVM USMP greedy_by_size: largest first, lowest offset that fits (firs
 def size_order(instance: Instance) -> list[int]:
     """Positions sorted by size descending, then lifetime descending, then id."""
     buffers = instance.problem.buffers
+    arrays = instance.sort_keys()
+    if arrays is not None:
+        by_size, by_lifetime = arrays
+        return instance.sorted_by(by_size, by_lifetime)
     return sorted(
         range(len(buffers)),
         key=lambda i: (-buffers[i].size, buffers[i].lower - buffers[i].upper, buffers[i].id),

@@ -24,6 +24,7 @@ from planner.strategies._placement import (
     UNPLACED,
     GraphTooLarge,
     Instance,
+    finishing_by,
     place_against_neighbours,
     place_in_order,
     plan_height,
@@ -88,6 +89,10 @@ def climb(
     except GraphTooLarge:
         replace = place_in_order
     offsets = place_in_order(instance, order, deadline=deadline if cap_start else None)
+    # Climbing stops in time to turn the plan into the answer.
+    deadline = finishing_by(deadline, len(instance)) or deadline
+    if time.perf_counter() > deadline:
+        return offsets  # before the bookkeeping, which takes a while on large problems
     # Fixed and zero-sized buffers are placed once and for all; the others get reordered.
     order = [i for i in order if sizes[i] > 0 and instance.fixed[i] is None]
     current = plan_height(instance, offsets)
@@ -129,7 +134,12 @@ def climb(
         trial = list(offsets)
         for index in order[start:]:
             trial[index] = UNPLACED
-        replace(instance, order[start:], offsets=trial)
+        if replace is place_in_order:
+            # On a large problem one re-placing may take long: the deadline stops it (the
+            # trial, its rest stacked on top, is then almost surely not kept).
+            replace(instance, order[start:], offsets=trial, deadline=deadline)
+        else:
+            replace(instance, order[start:], offsets=trial)
         trial_height = plan_height(instance, trial)
         worse_by = (trial_height - current) / current
         if trial_height <= current or rng.random() < 0.5 * worse_by / attempt:

@@ -36,6 +36,7 @@ from planner.strategies._canonical_search import FOUND, INFEASIBLE, CanonicalSea
 from planner.strategies._placement import (
     GraphTooLarge,
     Instance,
+    finishing_by,
     place_in_order,
     plan_height,
 )
@@ -151,12 +152,14 @@ class _Optimiser:
         instance = self.instance
         offsets, _ = best_fit.instance_plan(instance, self.deadline)
         self._offer(offsets)
+        # None is started when only the time to answer is left (it grows with the size).
+        last_start = finishing_by(self.deadline, 2 * len(instance)) or self.deadline
         for order in (greedy_by_size.size_order, greedy_by_conflicts.conflict_order):
-            if self._left() <= 0 or self.best_height <= self.bound:
+            if time.perf_counter() > last_start or self.best_height <= self.bound:
                 return
             placed = place_in_order(instance, order(instance), deadline=self.deadline)
             self._offer(instance.offsets_by_id(placed))
-        if self._left() > 0 and self.best_height > self.bound:
+        if time.perf_counter() <= last_start and self.best_height > self.bound:
             self._offer(tvm_token_reuse.plan(self.problem).offsets)
 
     def _hill_climb(self, seconds: float) -> None:

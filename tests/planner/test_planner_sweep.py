@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from planner.plan import validate_plan
 from planner.problem import Buffer, Problem
-from planner.strategies import _placement, best_fit, greedy_by_size, solve
+from planner.strategies import _placement, best_fit, greedy_by_conflicts, greedy_by_size, solve
 from planner.strategies._placement import (
     GraphTooLarge,
     Instance,
@@ -61,6 +61,47 @@ def test_the_vectorised_union_gives_the_same_plans(problem, fit):
         _placement.NUMPY_FROM = saved
 
     assert vectorised == plain
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    problem=problems(max_buffers=40),
+    fit=st.sampled_from(["first", "best"]),
+    pairs=st.sampled_from([1, 16, 1 << 17]),
+    data=st.data(),
+)
+def test_placing_in_batches_gives_the_plans_of_the_pairwise_pass(problem, fit, pairs, data):
+    # Tiny chunks (pairs=1) give many chunks of one wave, large ones few chunks of many waves.
+    instance = Instance(problem)
+    order = data.draw(st.permutations(range(len(problem))))
+    saved = _placement.BATCH_PAIRS
+    _placement.BATCH_PAIRS = pairs
+    try:
+        batched = _placement.place_in_batches(instance, order, fit)
+    finally:
+        _placement.BATCH_PAIRS = saved
+
+    assert batched == place_against_neighbours(instance, order, fit)
+
+
+def test_large_sparse_problems_are_placed_in_batches_with_the_same_plans(monkeypatch):
+    rng = random.Random(3)
+    buffers = []
+    for k in range(3000):
+        lower = rng.randrange(0, 30000)
+        size = rng.choice([0, 64, 100, 256, rng.randint(1, 5000)])
+        buffers.append(Buffer(f"b{k}", lower, lower + rng.randint(1, 60), size, rng.choice([1, 8])))
+    buffers[7] = Buffer("pinned", 0, 30000, 512, 1, 4096)
+    problem = Problem(tuple(buffers))
+    monkeypatch.setattr(_placement, "BATCH_FROM", 1000)
+    instance = Instance(problem)
+    order = best_fit.order_by(instance, "xla-spatial")
+
+    assert _placement.batches_apply(instance)
+    for fit in ("first", "best"):
+        assert place_in_order(instance, order, fit) == place_against_neighbours(
+            instance, order, fit
+        )
 
 
 def test_the_strategies_give_the_heights_of_the_pairwise_heuristics():
@@ -124,3 +165,27 @@ def test_a_heuristic_caught_by_its_deadline_stacks_the_rest_into_a_valid_plan():
     offsets = place_in_order(instance, range(1000), deadline=0.0)  # long past
 
     validate_plan(problem, instance.offsets_by_id(offsets))
+
+
+def test_the_orders_sorted_by_numpy_are_those_of_python_sorted():
+    rng = random.Random(11)
+    for _ in range(100):
+        ids = [f"b{k}" for k in range(rng.randint(1, 40))]
+        rng.shuffle(ids)  # ties on sizes and lifetimes fall back to ids, not positions
+        buffers = []
+        for name in ids:
+            lower = rng.randint(-5, 5)
+            buffers.append(Buffer(name, lower, lower + rng.randint(1, 3), rng.randint(0, 3)))
+        instance = Instance(Problem(tuple(buffers)))
+        b = instance.problem.buffers
+        positions = range(len(b))
+        degrees = instance.degrees()
+
+        assert greedy_by_size.size_order(instance) == sorted(
+            positions, key=lambda i: (-b[i].size, b[i].lower - b[i].upper, b[i].id)
+        )
+        assert greedy_by_conflicts.conflict_order(instance) == sorted(
+            positions, key=lambda i: (-degrees[i], -b[i].size, b[i].id)
+        )
+        for name, key in best_fit.ORDERS.items():
+            assert best_fit.order_by(instance, name) == sorted(positions, key=lambda i: key(b[i]))
