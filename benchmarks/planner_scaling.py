@@ -199,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
             print(row(in_child(f"random:{n}:{args.live}", strategy)), flush=True)
     traces = sorted(args.traces.glob("*.csv")) if args.traces.is_dir() else []
     if traces:
-        print(f"\n## Traces in {args.traces.relative_to(ROOT)}\n")
+        folder = args.traces.resolve()
+        shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
+        print(f"\n## Traces in {shown}\n")
         print(HEADER)
         for path in traces:
             for strategy in strategies:

@@ -217,13 +217,26 @@ def _lower_bound_numpy(buffers: list[Buffer]) -> int | None:
 # CSV
 
 
+# Python's int() also takes "1_000" and digits of other scripts ("١٠"): a file with those
+# is not the plain decimal CSV that other tools read, so they are refused.
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+# More digits than any 64-bit integer has (leading zeros aside); int() refuses some of
+# these (over 4,300 digits) with a message that does not say the value is out of range.
+_MAX_DIGITS = 20
+
+
 def _parse_int(text: str, column: str, where: str) -> int:
     stripped = text.strip()
-    try:
-        value = int(stripped, 10)
-    except ValueError:
-        shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} chars)"
-        raise ProblemError(f"{where}: {column} must be an integer, got {shown!r}") from None
+    shown = text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} chars)"
+    if not _DECIMAL.fullmatch(stripped):
+        raise ProblemError(f"{where}: {column} must be an integer, got {shown!r}")
+    digits = len(stripped.lstrip("+-").lstrip("0"))
+    if digits > _MAX_DIGITS:
+        raise ProblemError(
+            f"{where}: {column} {shown} is out of range: {digits} digits, more than any "
+            "64-bit integer has"
+        )
+    value = int(stripped, 10)
     try:
         check_range(value, column)
     except ProblemError as error:
@@ -269,7 +282,9 @@ def read_csv(path: str | os.PathLike[str] | IO[str], name: str | None = None) ->
 
 
 def _read_csv_rows(handle: IO[str], label: str, name: str) -> Problem:
-    reader = csv.reader(handle)
+    # Strict: a quote left open at the end of the file is an error, not a field that
+    # swallows the rest of the file.
+    reader = csv.reader(handle, strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -508,6 +523,13 @@ def read_json(path: str | os.PathLike[str]) -> Problem:
         match = re.search(r"\d{4300,}", text)
         line, column = _line_and_column(text, match.start() if match else 0)
         raise ProblemError(f"{label}:{line}: column {column}: {error}") from None
+    except RecursionError:
+        # The decoder recurses once per nested array or object.
+        line, column = _line_and_column(text, _too_deep(text))
+        raise ProblemError(
+            f"{label}:{line}: column {column}: invalid JSON: nested more than "
+            f"{MAX_JSON_DEPTH} levels deep"
+        ) from None
     try:
         problem = problem_from_json(obj, label=label)
     except ProblemError as error:
@@ -517,6 +539,35 @@ def read_json(path: str | os.PathLike[str]) -> Problem:
     if not problem.name:
         problem = Problem(problem.buffers, name=Path(path).stem)
     return problem
+
+
+# A problem is three levels deep (the object, its buffer list, a buffer); deeper nesting
+# that overflows the decoder's stack is reported from this depth on.
+MAX_JSON_DEPTH = 100
+
+
+def _too_deep(text: str) -> int:
+    """Where the first array or object nested deeper than ``MAX_JSON_DEPTH`` opens (the
+    start of the text if none is)."""
+    depth = 0
+    in_string = escaped = False
+    for position, character in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif character == "\\":
+                escaped = True
+            elif character == '"':
+                in_string = False
+        elif character == '"':
+            in_string = True
+        elif character in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return position
+        elif character in "]}":
+            depth -= 1
+    return 0
 
 
 def _line_and_column(text: str, position: int) -> tuple[int, int]:

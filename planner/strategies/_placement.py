@@ -33,11 +33,18 @@ UNPLACED = -1
 # Hill climbing and the exact search use the explicit conflict graph only below this many
 # conflicting pairs (about 16 bytes per pair and direction).
 MAX_GRAPH_PAIRS = 4_000_000
-# A placement pass looks at the clock every this many buffers.
-CLOCK_EVERY = 256
+# A placement pass looks at the clock every this many buffers (a buffer placed in the tree
+# takes 10 µs to a few ms on dense traces, far more than reading the clock).
+CLOCK_EVERY = 32
 # Turning a plan into the answer (offsets by id, its height, validation aside) takes about
 # this long per buffer: placement stops that much before its deadline to answer on time.
 FINISH_SECONDS_PER_BUFFER = 1e-6
+
+
+# Freeing the tree of ``place_in_order`` (its interval lists, a few per block) takes 1-4 µs
+# per block placed in it, measured on traces of 20k-100k buffers: that pass stops this much
+# earlier, since it frees the tree after its deadline, on its way out.
+TEARDOWN_SECONDS_PER_BLOCK = 3e-6
 
 
 def finishing_by(deadline: float | None, buffers: int) -> float | None:
@@ -67,6 +74,8 @@ class Instance:
         self.sizes = [b.size for b in buffers]
         self.alignments = [b.alignment for b in buffers]
         self.fixed = [b.offset for b in buffers]
+        # Turning a plan into the answer comes after the deadline: the ids are listed here.
+        self.ids = [b.id for b in buffers]
         lo = np.array(self.lowers, dtype=np.int64)
         hi = np.array(self.uppers, dtype=np.int64)
         points = np.unique(np.concatenate([lo, hi]))
@@ -199,9 +208,7 @@ class Instance:
         return np.flatnonzero(mask).tolist()
 
     def offsets_by_id(self, offsets: Sequence[int]) -> dict[str, int]:
-        return {
-            buffer.id: offset for buffer, offset in zip(self.problem.buffers, offsets, strict=True)
-        }
+        return dict(zip(self.ids, offsets, strict=True))
 
 
 class GraphTooLarge(Exception):
@@ -503,18 +510,31 @@ def place_in_order(
             if fixed is not None:
                 offsets[index] = fixed
     pending = list(order) if deadline is not None else order
+    blocks = 0
     for index, offset in enumerate(offsets):
         if offset != UNPLACED and sizes[index]:
             occupancy.add(slot_lo[index], slot_hi[index], offset, offset + sizes[index])
+            blocks += 1
             # Continuing a large partial plan takes a while before the first buffer.
-            if deadline is not None and not index % CLOCK_EVERY and time.perf_counter() > deadline:
-                _stack_the_rest(instance, offsets, pending)
+            if (
+                deadline is not None
+                and not blocks % CLOCK_EVERY
+                and time.perf_counter() > deadline - TEARDOWN_SECONDS_PER_BLOCK * blocks
+            ):
+                _stack_the_rest(instance, offsets, pending, _top_of(instance, offsets))
                 return offsets
     add = occupancy.add
     used = occupancy.used
     for count, index in enumerate(pending):
-        if deadline is not None and not count % CLOCK_EVERY and time.perf_counter() > deadline:
-            _stack_the_rest(instance, offsets, pending[count:])  # type: ignore[index]
+        if (
+            deadline is not None
+            and not count % CLOCK_EVERY
+            and time.perf_counter() > deadline - TEARDOWN_SECONDS_PER_BLOCK * (blocks + count)
+        ):
+            # Every placed block is in the tree, so its root's union ends at their top.
+            root = occupancy.union[1]
+            top = root[-1] if root else 0
+            _stack_the_rest(instance, offsets, pending[count:], top)  # type: ignore[index]
             break
         if offsets[index] != UNPLACED:
             continue
@@ -723,9 +743,8 @@ def place_in_batches(
     while position < len(pending):
         if deadline is not None and time.perf_counter() > deadline:
             offsets[index] = placed
-            result = offsets.tolist()
-            _stack_the_rest(instance, result, index[pending[position:]].tolist())
-            return result
+            _stack_in_batches(offsets, all_sizes, all_alignments, index[pending[position:]])
+            return offsets.tolist()
         members = pending[position : position + chunk]
         # Rows in order of time, so that the windows are read in order, not at random;
         # ``turn[row]`` is the row's place in the order within the chunk.
@@ -851,12 +870,15 @@ def _waves(rows: np.ndarray, earlier_rows: np.ndarray, count: int) -> np.ndarray
     return waves
 
 
-def _stack_the_rest(instance: Instance, offsets: list[int], rest: Iterable[int]) -> None:
+def _top_of(instance: Instance, offsets: list[int]) -> int:
+    """The top of the placed buffers."""
+    pairs = zip(offsets, instance.sizes, strict=True)
+    return max((offset + size for offset, size in pairs if offset >= 0), default=0)
+
+
+def _stack_the_rest(instance: Instance, offsets: list[int], rest: Iterable[int], top: int) -> None:
+    """Stack the unplaced buffers of ``rest`` above ``top`` (that of the placed ones)."""
     sizes = instance.sizes
-    top = max(
-        (offset + size for offset, size in zip(offsets, sizes, strict=True) if offset >= 0),
-        default=0,
-    )
     for index in rest:
         if offsets[index] != UNPLACED:
             continue
@@ -866,6 +888,29 @@ def _stack_the_rest(instance: Instance, offsets: list[int], rest: Iterable[int])
         offset = align_up(top, instance.alignments[index])
         offsets[index] = offset
         top = offset + sizes[index]
+
+
+def _stack_in_batches(
+    offsets: np.ndarray, sizes: np.ndarray, alignments: np.ndarray | None, rest: np.ndarray
+) -> None:
+    """``_stack_the_rest`` on arrays (``batch_state`` keeps every sum within int64); this
+    runs after the deadline, on up to every buffer, so it avoids a Python loop where it can."""
+    placed = offsets >= 0
+    top = int((offsets[placed] + sizes[placed]).max()) if placed.any() else 0
+    rest = rest[offsets[rest] == UNPLACED]
+    empty = sizes[rest] == 0
+    offsets[rest[empty]] = 0
+    rest = rest[~empty]
+    if alignments is None or not (alignments[rest] != 1).any():
+        ends = top + np.cumsum(sizes[rest])
+        offsets[rest] = ends - sizes[rest]
+        return
+    for index, size, alignment in zip(
+        rest.tolist(), sizes[rest].tolist(), alignments[rest].tolist(), strict=True
+    ):
+        offset = align_up(top, alignment)
+        offsets[index] = offset
+        top = offset + size
 
 
 def place_against_neighbours(

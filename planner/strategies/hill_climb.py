@@ -49,20 +49,21 @@ def plan(
     started = time.perf_counter()
     deadline = started + (DEFAULT_TIME_LIMIT if time_limit is None else time_limit)
     instance = Instance.of(problem)
+    # The bound is the climb's target too: found once, before the deadline, since on a
+    # large problem it takes a good share of the time that answering may take.
+    bound = lower_bound(problem)
     # Without an explicit limit the default one bounds the climbing only, not the greedy
     # start: on a large problem that start alone may take longer.
-    offsets = climb(
+    offsets, top = climb(
         instance,
         size_order(instance),
         random.Random(seed),
         deadline,
         max_iterations,
+        target=bound,
         cap_start=time_limit is not None,
     )
-    bound = lower_bound(problem)
-    return Placement(
-        instance.offsets_by_id(offsets), proven_optimal=plan_height(instance, offsets) == bound
-    )
+    return Placement(instance.offsets_by_id(offsets), proven_optimal=top == bound)
 
 
 def climb(
@@ -73,8 +74,10 @@ def climb(
     max_iterations: int,
     target: int | None = None,
     cap_start: bool = True,
-) -> list[int]:
-    """Hill-climb from ``order``; returns the offsets of the best order found.
+) -> tuple[list[int], int | None]:
+    """Hill-climb from ``order``; returns the offsets of the best order found and their
+    height (None when the deadline came before it was worth measuring: validating the plan
+    measures it anyway).
 
     Stops early once the height is at most ``target`` (default: the max-live bound).
     Re-placing uses the conflict graph where it is small, else the sweep (slower per try,
@@ -92,13 +95,13 @@ def climb(
     # Climbing stops in time to turn the plan into the answer.
     deadline = finishing_by(deadline, len(instance)) or deadline
     if time.perf_counter() > deadline:
-        return offsets  # before the bookkeeping, which takes a while on large problems
+        return offsets, None  # before the bookkeeping, which takes a while on large problems
     # Fixed and zero-sized buffers are placed once and for all; the others get reordered.
     order = [i for i in order if sizes[i] > 0 and instance.fixed[i] is None]
     current = plan_height(instance, offsets)
     best, best_offsets = current, offsets
     if current <= target or len(order) < 2:
-        return best_offsets
+        return best_offsets, best
     position = {index: p for p, index in enumerate(order)}
 
     def earlier_conflicts(index: int) -> list[int]:
@@ -131,13 +134,19 @@ def climb(
         order[i], order[j] = two, one
         position[one], position[two] = j, i
         start = min(i, j)
+        if replace is place_in_order and time.perf_counter() > deadline:
+            # On a large problem finding the conflicts above took a while.
+            break
         trial = list(offsets)
         for index in order[start:]:
             trial[index] = UNPLACED
         if replace is place_in_order:
-            # On a large problem one re-placing may take long: the deadline stops it (the
-            # trial, its rest stacked on top, is then almost surely not kept).
             replace(instance, order[start:], offsets=trial, deadline=deadline)
+            if time.perf_counter() > deadline:
+                # On a large problem one re-placing may take long, and the deadline stopped
+                # it: the trial, its rest stacked on top, is almost surely worse, and
+                # measuring it would take time that is not left.
+                break
         else:
             replace(instance, order[start:], offsets=trial)
         trial_height = plan_height(instance, trial)
@@ -151,4 +160,4 @@ def climb(
         else:
             order[i], order[j] = one, two
             position[one], position[two] = i, j
-    return best_offsets
+    return best_offsets, best

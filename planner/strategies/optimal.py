@@ -141,8 +141,9 @@ class _Optimiser:
             return self._fit(capacity)
         return self._minimise()
 
-    def _offer(self, offsets: dict[str, int]) -> None:
-        top = max((offsets[b.id] + b.size for b in self.problem.buffers), default=0)
+    def _offer(self, offsets: dict[str, int], top: int | None = None) -> None:
+        if top is None:
+            top = max((offsets[b.id] + b.size for b in self.problem.buffers), default=0)
         if self.best_height < 0 or top < self.best_height:
             self.best, self.best_height = offsets, top
 
@@ -150,21 +151,23 @@ class _Optimiser:
         # Cheapest first; each one under the common deadline. The first always runs, so
         # that there is a plan (caught by the deadline it stacks what is left on top).
         instance = self.instance
-        offsets, _ = best_fit.instance_plan(instance, self.deadline)
-        self._offer(offsets)
+        # The heights come from the placements: measuring them again by id would take a
+        # while on a large problem, after the deadline.
+        offsets, top = best_fit.instance_plan(instance, self.deadline)
+        self._offer(offsets, top)
         # None is started when only the time to answer is left (it grows with the size).
         last_start = finishing_by(self.deadline, 2 * len(instance)) or self.deadline
         for order in (greedy_by_size.size_order, greedy_by_conflicts.conflict_order):
             if time.perf_counter() > last_start or self.best_height <= self.bound:
                 return
             placed = place_in_order(instance, order(instance), deadline=self.deadline)
-            self._offer(instance.offsets_by_id(placed))
+            self._offer(instance.offsets_by_id(placed), plan_height(instance, placed))
         if time.perf_counter() <= last_start and self.best_height > self.bound:
             self._offer(tvm_token_reuse.plan(self.problem).offsets)
 
     def _hill_climb(self, seconds: float) -> None:
         instance = self.instance
-        offsets = climb(
+        offsets, top = climb(
             instance,
             greedy_by_size.size_order(instance),
             random.Random(self.seed),
@@ -172,8 +175,10 @@ class _Optimiser:
             max_iterations=10**9,
             target=self.bound,
         )
-        if plan_height(instance, offsets) < self.best_height:
-            self._offer(instance.offsets_by_id(offsets))
+        if top is None:
+            top = plan_height(instance, offsets)
+        if top < self.best_height:
+            self._offer(instance.offsets_by_id(offsets), top)
 
     def _probe(self, capacity: int, seconds: float) -> str:
         """Search for a plan within ``capacity``; keep it if found, raise the proven bound

@@ -6,12 +6,10 @@ from pathlib import Path
 import pytest
 
 from planner.problem import Buffer, Problem, ProblemError, read_csv, read_json
-from planner.strategies import solve
+from planner.strategies import solve, strategy_names
 from tests.planner.conftest import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
 
 
 @pytest.mark.parametrize(
@@ -20,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
         ("b,0,2,18446744073709551616", "p.csv:3: column 4 (size): size 18446744073709551616"),
         ("b,0,9223372036854775808,1", "p.csv:3: column 3 (upper): upper 9223372036854775808"),
         ("b,-9223372036854775809,2,1", "p.csv:3: column 2 (lower)"),
-        ("b,0,2," + "9" * 5000, "p.csv:3: column 4 (size): size must be an integer"),
+        ("b,0,2," + "9" * 5000, "p.csv:3: column 4 (size): size 99999"),
+        # Leading zeros are no digits of the value: this one is read, and out of range.
+        ("b,0,2,000" + "9" * 20, "p.csv:3: column 4 (size): size " + "9" * 20 + " is out"),
     ],
 )
 @pytest.mark.parametrize("strategy", ["optimal", "greedy-by-size"])
@@ -106,3 +106,53 @@ def test_values_at_the_64_bit_limits_are_accepted(tmp_path):
 
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["height"] == (1 << 64) - 1
+
+
+@pytest.mark.parametrize(
+    ("row", "where"),
+    [
+        # int() takes these; other tools reading the same CSV would not.
+        ("b,0,1_000,4", "p.csv:3: column 3 (upper): upper must be an integer, got '1_000'"),
+        ("b,0,\u0661\u0660,4", "p.csv:3: column 3 (upper): upper must be an integer"),
+        # Left open, the quote used to swallow the rest of the file as one cell.
+        ('b,0,2,"4', "p.csv:3: column 1: unexpected end of data"),
+    ],
+)
+def test_a_cell_that_is_not_a_plain_decimal_csv_value_names_line_and_column(tmp_path, row, where):
+    path = tmp_path / "p.csv"
+    path.write_text(f"id,lower,upper,size\na,0,2,4\n{row}\n", encoding="utf-8")
+
+    with pytest.raises(ProblemError) as raised:
+        read_csv(path)
+
+    assert where in str(raised.value)
+
+
+def nested_json(depth):
+    # The buffer list opens at column 13 of line 2, so level ``depth`` opens at a known place.
+    return '{"name": "[[ \\" [[",\n "buffers": ' + "[" * depth + "]" * depth + "}"
+
+
+def test_json_nested_too_deep_for_the_decoder_names_line_and_column(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(nested_json(100_000))
+
+    with pytest.raises(ProblemError) as raised:
+        read_json(path)
+
+    # Level 101 (the object is level 1) is the 100th bracket of the list.
+    assert "p.json:2: column 112: invalid JSON: nested more than 100 levels deep" in str(
+        raised.value
+    )
+
+
+@pytest.mark.parametrize("strategy", strategy_names())
+def test_every_strategy_exits_2_on_json_nested_too_deep(tmp_path, strategy):
+    path = tmp_path / "p.json"
+    path.write_text(nested_json(100_000))
+
+    result = run("solve", path, "-s", strategy)
+
+    assert result.returncode == 2
+    assert "p.json:2: column 112:" in result.stderr
+    assert "Traceback" not in result.stderr

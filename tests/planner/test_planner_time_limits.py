@@ -11,7 +11,8 @@ import pytest
 
 from planner.plan import validate_plan
 from planner.problem import Buffer, Problem, write_csv
-from planner.strategies import solve, strategy_names
+from planner.strategies import get_strategy, solve, strategy_names
+from planner.strategies._placement import Instance, batches_apply, place_in_order
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +80,50 @@ def test_the_command_line_answers_within_a_generous_bound_of_its_limit(tmp_path)
     summary = json.loads(result.stdout)
     assert summary["proven_optimal"] is False
     assert summary["seconds"] < 3
+
+
+def large_sparse_problem(count, live=50, seed=5):
+    """One buffer starting per time step, about ``live`` live at a time: big enough that a
+    single re-placing in hill climbing takes a good part of a second."""
+    rng = random.Random(seed)
+    return Problem(
+        tuple(
+            Buffer(f"r{k}", k, k + rng.randint(1, 2 * live - 1), 64 * rng.randint(1, 16384))
+            for k in range(count)
+        )
+    )
+
+
+def test_hill_climb_on_a_large_problem_answers_within_five_percent_of_its_limit():
+    problem = large_sparse_problem(200_000)
+    limit = 2.0
+    strategy = get_strategy("hill-climb")
+
+    started = time.perf_counter()
+    placement = strategy(problem, time_limit=limit)
+    elapsed = time.perf_counter() - started
+
+    # Unbounded, it would climb for its 3,000 iterations, each a re-placing of up to every
+    # buffer. What it does after its deadline (the cut re-placing, turning the plan into
+    # offsets by id) must fit in the 5% the limit allows; the slack is for a busy machine.
+    assert elapsed < limit * 1.05 + 0.1
+    assert len(placement.offsets) == len(problem)
+
+
+@pytest.mark.parametrize("alignment", [1, 256])
+def test_batched_placement_caught_by_its_deadline_stacks_a_valid_plan(alignment):
+    problem = large_sparse_problem(25_000, seed=alignment)
+    buffers = list(problem.buffers)
+    # A fixed buffer and a zero-sized one, which stacking must leave where they are.
+    buffers[7] = Buffer("fixed", buffers[7].lower, buffers[7].upper, 4096, offset=1 << 20)
+    buffers[8] = Buffer("empty", buffers[8].lower, buffers[8].upper, 0)
+    buffers[9:] = [Buffer(b.id, b.lower, b.upper, b.size, alignment=alignment) for b in buffers[9:]]
+    problem = Problem(tuple(buffers))
+    instance = Instance(problem)
+    assert batches_apply(instance)
+
+    # A deadline long past: every free buffer is stacked, none placed by fit.
+    offsets = place_in_order(instance, range(len(instance)), deadline=0.0)
+
+    validate_plan(problem, instance.offsets_by_id(offsets))
+    assert offsets[7] == 1 << 20 and offsets[8] == 0
