@@ -58,12 +58,26 @@ class StrategyReport:
     intermediate_bytes: int | None = None
     output_bytes: int | None = None
     lower_bound_bytes: int | None = None
+    #: The bound of the problem a ``+rewrites`` plan really solved: merged tensors (and
+    #: lifted kernel temporaries) change the tensor set, so its plan can sit below
+    #: ``lower_bound_bytes`` without breaking it.
+    rewritten_lower_bound_bytes: int | None = None
+    #: For ``+reorder``: the bound of the planned tensors in program order and in the
+    #: operator order the search chose, and what the search found (``order``).
+    program_order_lower_bound_bytes: int | None = None
+    chosen_order_lower_bound_bytes: int | None = None
+    order: dict = field(default_factory=dict)
     kernel_workspace_bytes: int = 0
     kernel_workspace_source: str = "estimate"
     kernel_stack_bytes: int = 0
     measured_peak_bytes: int | None = None
     measured: dict = field(default_factory=dict)
     peak: dict = field(default_factory=dict)
+    #: For ``+rewrites``: ``inplace`` ([kernel, source, target]), ``concat`` ([kernel,
+    #: output, inputs placed in their slices]), ``dropped_calls``, ``concat_copies_removed``
+    #: and ``concat_bytes_saved`` (the bytes those copies would have written),
+    #: ``concat_copies_left``, and ``skipped``: [{"rewrite", "reason"}] for each rewrite
+    #: found but not made (``"all"`` when the rewritten module did not build).
     rewrites: dict = field(default_factory=dict)
     shape_bounds: dict = field(default_factory=dict)
     latency_ms: dict | None = None
@@ -86,6 +100,8 @@ class StrategyReport:
     input_bytes: int | None = None
     weights_bytes: int | None = None
     board: BoardFigures | None = None
+    #: What went wrong without invalidating the build (a stock plan we could not read).
+    warnings: list[str] = field(default_factory=list)
     error: str | None = None
 
     @property

@@ -21,6 +21,7 @@ import numpy as np
 import tvm
 
 from planner import strategies as library
+from planner.order import OrderResult
 from planner.plan import validate_plan
 from planner.problem import lower_bound, write_csv
 from planner.report import ATOL, RTOL, StrategyReport
@@ -34,7 +35,8 @@ from planner.tvm.kernel_temps import (
     lift_kernel_temporaries,
     refine_lifetimes,
 )
-from planner.tvm.rewrites import find_rewrites, inline_pool_padding
+from planner.tvm.reorder import ReorderError, choose_binding_order
+from planner.tvm.rewrites import find_rewrites, inline_pool_padding, rewrite_kernels
 from planner.tvm.strategies import (
     STOCK,
     CompileStrategy,
@@ -48,8 +50,15 @@ from planner.tvm.zoo import ModelSource, build_network
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ATOL", "RTOL", "STOCK", "StrategyReport", "compile_model", "slug", "strategy_names",
+    "ATOL",
+    "RTOL",
+    "STOCK",
+    "StrategyReport",
+    "compile_model",
+    "slug",
+    "strategy_names",
 ]
+
 
 def _align(value: int, alignment: int = ARENA_ALIGNMENT) -> int:
     return -(-value // alignment) * alignment
@@ -110,7 +119,9 @@ def compile_model(
     except UnknownCompileStrategy as exc:
         raise ValueError(str(exc)) from None
     root = Path(base_dir) if base_dir else None
-    network = build_network(source, base_dir=root)
+    # Every strategy, tvm-stock included, compiles what a deployment compiles: weights bound
+    # and folded, so that work on weights alone is not planned as an activation.
+    network = build_network(source, base_dir=root).bind_weights(seed)
     name = model_name or network.name
     tgt = lowering.make_target(target)
     env = environment()
@@ -131,7 +142,7 @@ def compile_model(
     temporaries = KernelTemporaries([], [])
     can_lift = tgt.kind.name in ("llvm", "c")
     if can_lift:
-        temporaries = lift_kernel_temporaries(lowered, network.entry)[1]
+        temporaries = lift_kernel_temporaries(lowered, network.entry, bounds=bounds)[1]
     variants = {
         Variant.STOCK: _Variant(lowered, plain, plain),
         Variant.PLAIN: _prepare(lowered, network.entry, bounds, bool(lift_temporaries)),
@@ -141,6 +152,10 @@ def compile_model(
         inlined, _ = inline_pool_padding(lowered) if can_lift else (lowered, [])
         lift = can_lift if lift_temporaries is None else lift_temporaries
         variants[Variant.REWRITES] = _prepare(inlined, network.entry, bounds, lift)
+    reordered = {
+        kind: _in_chosen_order(variants[kind], network.entry, bounds)
+        for kind in {s.variant for s in chosen if s.reorder}
+    }
     problem = variants[Variant.PLAIN].planned.problem(name=name)
     bound = _align(lower_bound(problem)) if problem.buffers else 0
     output_bytes = sum(t.size for t in plain.escaping)
@@ -149,7 +164,7 @@ def compile_model(
     builds: dict[str, _Build] = {}
     stock = check_names([STOCK])[0]
     for strategy in {s.name: s for s in (stock, *chosen)}.values():
-        variant = variants[strategy.variant]
+        variant = (reordered if strategy.reorder else variants)[strategy.variant]
         report = StrategyReport(
             model=name,
             strategy=strategy.name,
@@ -166,8 +181,13 @@ def compile_model(
         t0 = time.perf_counter()
         try:
             builds[strategy.name] = _plan_and_build(
-                variant, strategy, report, tgt, seed,
-                base_dir=root, planner_time_limit=planner_time_limit,
+                variant,
+                strategy,
+                report,
+                tgt,
+                seed,
+                base_dir=root,
+                planner_time_limit=planner_time_limit,
             )
         except Exception as exc:  # one broken strategy must not hide the others
             log.exception("strategy %s failed on %s", strategy.name, name)
@@ -175,19 +195,25 @@ def compile_model(
             builds[strategy.name] = _Build(report, lowered, {}, variant.planned)
         report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
 
-    # One draw serves the check, the memory measurement and the boards that run it again.
+    # One draw serves the check, the memory measurement and the boards that run it again; a
+    # second draw is checked too, since one input can hide a plan that overwrites live data
+    # (an all-zero region reads the same whoever wrote it).
     inputs = network.random_inputs(seed)
     if check_locally:
-        _check_and_time(network, builds, tgt, repeat, inputs)
+        _check_and_time(network, builds, tgt, repeat, inputs, network.random_inputs(seed + 1))
     with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
         out = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
+        keep = artifacts_dir is not None
         for build in builds.values():
-            _write_artifacts(
-                out, build, keep=artifacts_dir is not None, export=bool(memory_configs),
-                fcompile=export_compiler,
+            _export_library(
+                out, build, keep=keep, export=bool(memory_configs), fcompile=export_compiler
             )
         if memory_configs and check_locally:
             _measure_memory(builds, network, memory_configs, inputs)
+        if keep:
+            # After measuring, so that the plan file carries the measured kernel workspace.
+            for build in builds.values():
+                _write_plan_files(out, build)
     _describe_inputs(network, builds.values(), artifacts_dir, name, inputs)
     return [builds[s.name].report for s in chosen]
 
@@ -206,8 +232,8 @@ def _describe_inputs(network, builds, artifacts_dir, name: str, inputs) -> None:
         report.inputs_file = path
         # The first input is the data (see planner.tvm.zoo.network.Network); the rest are
         # weights, which a deployment keeps in flash or uploads once.
-        report.input_bytes = sizes[0] if sizes else 0
-        report.weights_bytes = sum(sizes[1:])
+        report.input_bytes = sum(sizes[: network.data_inputs])
+        report.weights_bytes = network.bound_weights_bytes + sum(sizes[network.data_inputs :])
 
 
 @dataclass
@@ -221,15 +247,120 @@ class _Variant:
     by_binding: Extraction
     #: Whether kernel temporaries were lifted into the plan (then TVM's pool holds none).
     lifted: bool = False
+    #: The lifted temporaries, to time them again after the bindings move.
+    temporaries: KernelTemporaries | None = None
+    #: For ``+reorder``: the same module in program order, to fall back on, and the search
+    #: that chose this order (None where none ran; ``order_note`` says why).
+    program: _Variant | None = None
+    order: OrderResult | None = None
+    order_note: str = ""
 
 
 def _prepare(lowered: tvm.IRModule, entry: str, bounds: dict, lift: bool) -> _Variant:
     if not lift:
         extraction = extract(lowered, entry, bounds)
         return _Variant(lowered, extraction, extraction)
-    module, temporaries = lift_kernel_temporaries(lowered, entry)
+    module, temporaries = lift_kernel_temporaries(lowered, entry, bounds=bounds)
     by_binding = extract(module, entry, bounds)
-    return _Variant(module, refine_lifetimes(by_binding, temporaries), by_binding, lifted=True)
+    return _Variant(
+        module,
+        refine_lifetimes(by_binding, temporaries),
+        by_binding,
+        lifted=True,
+        temporaries=temporaries,
+    )
+
+
+def _in_chosen_order(variant: _Variant, entry: str, bounds: dict) -> _Variant:
+    """``variant`` with its operators in the order of least live memory, if one is better."""
+    try:
+        module, choice = choose_binding_order(variant.module, entry, bounds)
+    except Exception as exc:  # a failed search leaves program order, and the build, standing
+        if not isinstance(exc, ReorderError):
+            log.exception("operator order search failed")
+        return _Variant(
+            variant.module,
+            variant.planned,
+            variant.by_binding,
+            variant.lifted,
+            variant.temporaries,
+            program=variant,
+            order_note=f"not reordered: {type(exc).__name__}: {exc}",
+        )
+    if choice.kept_program_order:
+        return _Variant(
+            variant.module,
+            variant.planned,
+            variant.by_binding,
+            variant.lifted,
+            variant.temporaries,
+            program=variant,
+            order=choice,
+        )
+    by_binding = extract(module, entry, bounds)
+    planned = by_binding
+    if variant.lifted:
+        planned = refine_lifetimes(by_binding, variant.temporaries)
+    return _Variant(
+        module,
+        planned,
+        by_binding,
+        variant.lifted,
+        variant.temporaries,
+        program=variant,
+        order=choice,
+    )
+
+
+def _choose_order(
+    variant: _Variant, strategy: CompileStrategy, report: StrategyReport, seed: int
+) -> _Variant:
+    """The reordered ``variant`` if its plan is smaller than program order's, else program's.
+
+    The search minimises live bytes, which bounds every plan from below; the plan a base
+    strategy makes can still come out larger, so both orders are planned and compared.
+    """
+    program, choice = variant.program, variant.order
+    report.program_order_lower_bound_bytes = _bound_of(program.planned)
+    report.chosen_order_lower_bound_bytes = _bound_of(variant.planned)
+    if choice is None:
+        report.order = {"kept": "program order", "reason": variant.order_note}
+        return program
+    report.order = {
+        "method": choice.method,
+        "exact": choice.exact,
+        "states": choice.states,
+        "program_peak_bytes": choice.program_peak,
+        "chosen_peak_bytes": choice.peak,
+    }
+    if choice.kept_program_order:
+        report.order.update(kept="program order", reason=choice.note)
+        return program
+    arenas = {}
+    for which, candidate in (("program", program), ("chosen", variant)):
+        if strategy.variant is Variant.REWRITES:
+            scratch = StrategyReport(model=report.model, strategy=report.strategy)
+            height = _plan_with_rewrites(candidate, strategy.base, scratch, seed)[1]
+        else:
+            height = library.solve(candidate.planned.problem(), strategy.base, seed=seed).height
+        arenas[which] = _align(height)
+    report.order.update(
+        program_order_arena_bytes=arenas["program"], chosen_order_arena_bytes=arenas["chosen"]
+    )
+    if arenas["chosen"] < arenas["program"]:
+        report.order["kept"] = "chosen order"
+        return variant
+    report.order.update(
+        kept="program order",
+        reason=f"the {strategy.base} plan in the chosen order was not smaller "
+        f"({arenas['chosen']:,} B against {arenas['program']:,} B)",
+    )
+    return program
+
+
+def _bound_of(extraction: Extraction) -> int:
+    problem = extraction.problem()
+    return _align(lower_bound(problem)) if problem.buffers else 0
 
 
 def _plan_and_build(
@@ -243,16 +374,27 @@ def _plan_and_build(
     planner_time_limit: float = repo_code.PLANNER_TIME_LIMIT,
 ) -> _Build:
     """Plan ``variant`` with ``strategy``, write the plan into the module and build it."""
+    if variant.program is not None:
+        variant = _choose_order(variant, strategy, report, seed)
     lowered, extraction = variant.module, variant.planned
     problem = extraction.problem()
     drop: set = set()
     if strategy.variant is Variant.STOCK:
         planned = lowering.plan_with_stock_planner(lowered, target)
-        offsets, arena = stock_offsets(planned, extraction)
+        arena = stock_arena(planned, extraction)
         report.proven_optimal = False
+        try:
+            offsets, arena = stock_offsets(planned, extraction)
+            validate_plan(problem, offsets)
+        except ValueError as exc:  # InvalidPlan included
+            # TVM runs its own plan correctly: a plan we cannot read is our problem, and
+            # the build still stands as the reference every other strategy is checked on.
+            log.warning("cannot read TVM's plan of %s: %s", report.model, exc)
+            report.warnings.append(f"TVM's plan could not be read as offsets: {exc}")
+            offsets = {}
     else:
         if strategy.variant is Variant.REWRITES:
-            offsets, height, seconds, drop = _plan_with_rewrites(
+            offsets, height, seconds, drop, lowered = _plan_with_rewrites(
                 variant, strategy.base, report, seed
             )
             report.proven_optimal = False
@@ -274,10 +416,35 @@ def _plan_and_build(
         arena = _align(height)
         report.plan_seconds = round(seconds, 4)
         planned = apply_plan(lowered, extraction, offsets, arena, drop=drop)
-    if strategy.variant in (Variant.STOCK, Variant.PLAIN):
+    if strategy.variant is Variant.PLAIN:
         # The plan we report must be the plan we built: check it like any other.
         validate_plan(problem, offsets)
-    final = lowering.finish_lowering(planned, target, stock_planner=False)
+    try:
+        final = lowering.finish_lowering(planned, target, stock_planner=False)
+        executable = execute.build(final, target)
+    except Exception as exc:
+        if strategy.variant is not Variant.REWRITES or not _rewrites_applied(report):
+            raise
+        # A rewrite must never cost a build: plan and build again without any of them,
+        # and say why on the report.
+        log.warning("rewritten %s did not build, building without rewrites: %s", report.model, exc)
+        solution = library.solve(problem, strategy.base, seed=seed)
+        offsets, arena = solution.offsets, _align(solution.height)
+        report.rewritten_lower_bound_bytes = _bound_of(extraction)
+        report.rewrites = {
+            **_no_rewrites(),
+            "skipped": [
+                {
+                    "rewrite": "all",
+                    "reason": (f"the rewritten module did not build: {type(exc).__name__}: {exc}")[
+                        :500
+                    ],
+                }
+            ],
+        }
+        planned = apply_plan(variant.module, extraction, offsets, arena)
+        final = lowering.finish_lowering(planned, target, stock_planner=False)
+        executable = execute.build(final, target)
     report.intermediate_bytes = arena
     # Intermediates, kernel workspace and outputs, so that builds that leave kernel
     # temporaries to TVM's pool compare with builds that plan them. Until measured, the
@@ -285,16 +452,17 @@ def _plan_and_build(
     report.planned_bytes = arena + report.kernel_workspace_bytes + (report.output_bytes or 0)
     report.peak = peak_breakdown(extraction, offsets)
     build = _Build(report, planned, offsets, extraction)
-    build.executable = execute.build(final, target)
+    build.executable = executable
     return build
 
 
 def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, seed: int):
-    """Offsets, height, seconds and dropped calls of ``base`` after the rewrites."""
+    """Offsets, height, seconds, dropped calls and module of ``base`` after the rewrites."""
     extraction = variant.planned
     problem = extraction.problem()
     rewrites = find_rewrites(variant.module, variant.by_binding or extraction)
     merged = rewrites.problem(extraction)
+    report.rewritten_lower_bound_bytes = _align(lower_bound(merged)) if merged.buffers else 0
     solution = library.solve(merged, base, seed=seed)
     plain = library.solve(problem, base, seed=seed)
     # Merging lengthens lifetimes; where that costs more than it saves, keep the plain
@@ -305,14 +473,38 @@ def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, se
             "inplace": [list(r) for r in rewrites.inplace],
             "concat": [[k, out, ins] for k, out, ins in rewrites.concats],
             "dropped_calls": len(rewrites.dropped),
+            "concat_copies_removed": rewrites.concat_copies_removed,
+            "concat_bytes_saved": rewrites.concat_bytes_saved,
+            "concat_copies_left": rewrites.concat_copies_left,
+            "skipped": rewrites.skipped,
         }
+        module = rewrite_kernels(variant.module, extraction.function, rewrites)
         return (
-            rewrites.expand(extraction, solution.offsets), solution.height, solution.seconds,
+            rewrites.expand(extraction, solution.offsets),
+            solution.height,
+            solution.seconds,
             rewrites.dropped,
+            module,
         )
-    report.rewrites = {"inplace": [], "concat": [], "dropped_calls": 0,
-                       "rejected": "merged plan was not smaller"}
-    return plain.offsets, plain.height, plain.seconds, set()
+    report.rewrites = {**_no_rewrites(), "rejected": "merged plan was not smaller"}
+    report.rewritten_lower_bound_bytes = _bound_of(extraction)
+    return plain.offsets, plain.height, plain.seconds, set(), variant.module
+
+
+def _no_rewrites() -> dict:
+    return {
+        "inplace": [],
+        "concat": [],
+        "dropped_calls": 0,
+        "concat_copies_removed": 0,
+        "concat_bytes_saved": 0,
+        "skipped": [],
+    }
+
+
+def _rewrites_applied(report: StrategyReport) -> bool:
+    rewrites = report.rewrites
+    return bool(rewrites.get("inplace") or rewrites.get("concat") or rewrites.get("dropped_calls"))
 
 
 def peak_breakdown(extraction: Extraction, offsets: dict[str, int], top: int = 20) -> dict:
@@ -348,6 +540,16 @@ def peak_breakdown(extraction: Extraction, offsets: dict[str, int], top: int = 2
     }
 
 
+def stock_arena(planned: tvm.IRModule, extraction: Extraction) -> int:
+    """The bytes of every storage TVM's planner allocates in the function, aligned."""
+    alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
+    return sum(
+        _align(int(b.value.args[0].values[0]))
+        for b in bindings_of(planned[extraction.function])
+        if isinstance(b.value, tvm.relax.Call) and b.value.op == alloc_storage
+    )
+
+
 def stock_offsets(planned: tvm.IRModule, extraction: Extraction) -> tuple[dict[str, int], int]:
     """Express TVM's storage sharing as offsets: its storages laid end to end.
 
@@ -380,7 +582,9 @@ def stock_offsets(planned: tvm.IRModule, extraction: Extraction) -> tuple[dict[s
     return offsets, total
 
 
-def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, inputs) -> None:
+def _check_and_time(
+    network, builds: dict[str, _Build], target, repeat: int, inputs, *more_inputs
+) -> None:
     dev = execute.device_for(target)
     loaders = {
         strategy: (lambda b=build: execute.load(b.executable, dev))
@@ -388,17 +592,22 @@ def _check_and_time(network, builds: dict[str, _Build], target, repeat: int, inp
         if build.report.ok
     }
     checks = execute.check_and_time(
-        loaders, dev, inputs, reference=STOCK, entry=network.entry,
-        repeat=repeat, rtol=RTOL, atol=ATOL,
+        loaders,
+        dev,
+        inputs,
+        reference=STOCK,
+        entry=network.entry,
+        repeat=repeat,
+        rtol=RTOL,
+        atol=ATOL,
+        more_inputs=more_inputs,
     )
     for strategy, check in checks.items():
         for key, value in check.report_fields().items():
             setattr(builds[strategy].report, key, value)
 
 
-def _measure_memory(
-    builds: dict[str, _Build], network, configs: Sequence[str], inputs
-) -> None:
+def _measure_memory(builds: dict[str, _Build], network, configs: Sequence[str], inputs) -> None:
     """Measure every runnable build under every allocator, each in its own process.
 
     One process per measurement, because TVM's workspace pool outlives a module: a second
@@ -443,13 +652,15 @@ def _measure_memory(
                 )
 
 
-def _write_artifacts(
-    root: Path, build: _Build, *, keep: bool, export: bool, fcompile=None
-) -> None:
-    report = build.report
-    extraction = build.extraction
+def _folder(root: Path, report: StrategyReport) -> Path:
     folder = root / slug(report.model) / slug(report.strategy)
     folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _export_library(root: Path, build: _Build, *, keep: bool, export: bool, fcompile=None) -> None:
+    report = build.report
+    folder = _folder(root, report)
     if build.executable is not None and (keep or export):
         library = folder / "model.so"
         try:
@@ -462,8 +673,12 @@ def _write_artifacts(
                 report.artifacts["model.so"] = str(library)
         except Exception as exc:  # a missing C compiler must not lose the other figures
             log.warning("export_library failed for %s: %s", report.strategy, exc)
-    if not keep:
-        return
+
+
+def _write_plan_files(root: Path, build: _Build) -> None:
+    report = build.report
+    extraction = build.extraction
+    folder = _folder(root, report)
     plan = {
         "model": report.model,
         "strategy": report.strategy,
@@ -471,6 +686,7 @@ def _write_artifacts(
         "arena_bytes": report.intermediate_bytes,
         "lower_bound_bytes": report.lower_bound_bytes,
         "kernel_workspace_bytes": report.kernel_workspace_bytes,
+        "kernel_workspace_source": report.kernel_workspace_source,
         "peak": report.peak,
         "tensors": [
             {

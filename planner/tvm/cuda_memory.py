@@ -4,7 +4,7 @@ The posix_memalign shim of :mod:`planner.tvm.memory` sees host memory only; devi
 storages come from TVM's CUDA allocator (``cudaMalloc``). The CUDA runtime keeps no per-
 process statistics, so this measures the drop in free device memory in a fresh process:
 
-- ``weights_bytes``: uploading the inputs and weights,
+- ``weights_bytes``: uploading the arguments (weights bound as constants excluded),
 - ``inference_bytes``: the first inference. The pooled allocator never returns a storage,
   so this is what the VM's storages and the kernel workspace came to (their peak);
 - ``granularity``: the driver hands out memory in pages (2 MiB on current GPUs), so small
@@ -40,7 +40,10 @@ def measure(
         np.savez(arrays, *inputs)
         proc = subprocess.run(
             [sys.executable, "-m", "planner.tvm.cuda_memory", str(library), str(arrays), entry],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
             cwd=Path(__file__).resolve().parents[2],
         )
     if proc.returncode != 0:

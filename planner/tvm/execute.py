@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,21 +130,25 @@ def check_and_time(
     rtol: float,
     atol: float,
     where: str = "",
+    more_inputs: Sequence[list[np.ndarray]] = (),
 ) -> dict[str, Check]:
-    """Run every build once, compare it with ``reference``'s outputs, time those that match.
+    """Run every build, compare it with ``reference``'s outputs, time those that match.
 
-    ``loaders`` make each build's VM (locally, or on a remote device); ``where`` names the
-    device in error messages. A build that fails, or whose outputs differ, is not timed.
+    Each build runs on ``inputs`` and on each of ``more_inputs``; it matches only if it
+    matches on all of them, and it is timed on ``inputs``. ``loaders`` make each build's VM
+    (locally, or on a remote device); ``where`` names the device in error messages. A build
+    that fails, or whose outputs differ, is not timed.
     """
     checks = {name: Check() for name in loaders}
     vms: dict[str, relax.VirtualMachine] = {}
-    expected = None
+    draws = [inputs, *more_inputs]
+    expected: list | None = None
     # The reference runs first: everything else is checked against its outputs.
     for name in sorted(loaders, key=lambda n: n != reference):
         check = checks[name]
         try:
             vm = loaders[name]()
-            outputs = run_once(vm, dev, inputs, entry)
+            outputs = [run_once(vm, dev, draw, entry) for draw in draws]
         except Exception as exc:  # a broken build is a failed result, not a lost run
             check.error = f"run failed{where}: {type(exc).__name__}: {exc}"
             continue
@@ -155,9 +159,12 @@ def check_and_time(
                 f"the {reference} build failed{where}, so there is nothing to check against"
             )
             continue
-        check.outputs_match, check.max_abs_diff = compare_outputs(
-            expected, outputs, rtol=rtol, atol=atol
-        )
+        compared = [
+            compare_outputs(want, got, rtol=rtol, atol=atol)
+            for want, got in zip(expected, outputs, strict=True)
+        ]
+        check.outputs_match = all(match for match, _ in compared)
+        check.max_abs_diff = max(diff for _, diff in compared)
         if not check.outputs_match:
             check.error = (
                 f"outputs{where} differ from the {reference} build: max abs diff "

@@ -3,7 +3,9 @@
 The input is a function after ``CallTIRRewrite`` (see :mod:`planner.tvm.lowering`): every
 operator output is a binding ``v = R.builtin.alloc_tensor(...)`` followed by the kernel call
 that fills it. Time is the index of a binding; a tensor lives from its allocation to the last
-binding that reads it or any alias of it (plain re-bindings, reshapes, tuples). Tensors that
+binding that reads it or any alias of it (plain re-bindings, reshapes, tuples). A tuple keeps
+each member's aliases apart, so reading one member of a split does not keep the others alive
+(TVM's planner frees them, and a plan read from it would look overlapping otherwise). Tensors that
 reach the return value escape to the caller and are left outside the arena, as TVM's own
 planner does.
 """
@@ -75,9 +77,7 @@ def bindings_of(func: relax.Function) -> list[relax.Binding]:
     return [b for block in body.blocks for b in block.bindings]
 
 
-def _static_shape(
-    sinfo, where: str, bounds: dict[str, int]
-) -> tuple[tuple[int, ...], str]:
+def _static_shape(sinfo, where: str, bounds: dict[str, int]) -> tuple[tuple[int, ...], str]:
     if not isinstance(sinfo, relax.TensorType) or sinfo.shape is None:
         raise ExtractionError(f"{where}: allocation without a known tensor shape")
     dims = []
@@ -153,6 +153,8 @@ def extract(
     bindings = bindings_of(func)
     # var -> ids of the allocations whose storage it may refer to
     roots: dict[relax.Var, set[int]] = {}
+    # tuple var -> the roots of each member, so projecting one member keeps only its own
+    members: dict[relax.Var, list[_Member]] = {}
     tensors: dict[int, Tensor] = {}
     last_use: dict[int, int] = {}
 
@@ -168,6 +170,15 @@ def extract(
             roots[binding.var] = {index}
             continue
 
+        if isinstance(value, relax.Tuple | relax.TupleGetItem | relax.Var):
+            # Naming a tensor, or grouping tensors, reads no bytes: only later uses of the
+            # new name extend lifetimes, and only those of the members it really holds.
+            member = _member_of(value, roots, members)
+            if member.roots:
+                roots[binding.var] = member.roots
+            if member.fields is not None:
+                members[binding.var] = member.fields
+            continue
         used: set[int] = set()
         for var in relax.analysis.free_vars(value):
             used |= roots.get(var, set())
@@ -202,9 +213,35 @@ def extract(
     return Extraction(function, planned, escaping, len(bindings))
 
 
+@dataclass
+class _Member:
+    """What an expression may refer to: allocation ids, and per member if it is a tuple."""
+
+    roots: set[int]
+    fields: list[_Member] | None = None
+
+
+def _member_of(
+    expr: relax.Expr, roots: dict[relax.Var, set[int]], members: dict[relax.Var, list[_Member]]
+) -> _Member:
+    if isinstance(expr, relax.Var):
+        return _Member(set(roots.get(expr, set())), members.get(expr))
+    if isinstance(expr, relax.Tuple):
+        fields = [_member_of(field, roots, members) for field in expr.fields]
+        return _Member(set().union(*(f.roots for f in fields)), fields)
+    if isinstance(expr, relax.TupleGetItem):
+        whole = _member_of(expr.tuple_value, roots, members)
+        if whole.fields is not None and 0 <= expr.index < len(whole.fields):
+            return whole.fields[expr.index]
+        return _Member(whole.roots)  # a tuple we cannot see into: any member may be it
+    # Constants, shapes and the like hold no planned storage, but may hide vars: be safe.
+    found: set[int] = set()
+    for var in relax.analysis.free_vars(expr):
+        found |= roots.get(var, set())
+    return _Member(found)
+
+
 def _may_alias(value: relax.Expr) -> bool:
-    if isinstance(value, relax.Var | relax.Tuple | relax.TupleGetItem):
-        return True
     if isinstance(value, relax.Call):
         if isinstance(value.op, tvm.ir.Op):
             return value.op in _VIEW_OPS

@@ -15,13 +15,15 @@ which TVM no longer has).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import tvm
 from tvm import relax
-from tvm.s_tir.stmt import SBlock, SBlockRealize
 
+from planner.tvm.compat import SBlock, SBlockRealize
 from planner.tvm.extract import bindings_of
+from planner.tvm.kernel_accesses import block_touches
 
 #: TVM keeps kernel temporaries up to this size on the stack (see TVM-NOTES); above it
 #: they go through the workspace pool, which is what costs memory.
@@ -39,6 +41,9 @@ class KernelTemporary:
     first_block: int = 0
     last_block: int = 0
     blocks: int = 1
+    #: The buffer's shape in the kernel's own symbols, where it has any (``shape`` and
+    #: ``size`` then hold its value at the bounds); each call site states it in its own.
+    dims: tuple = ()
 
 
 @dataclass
@@ -108,17 +113,92 @@ def kernel_blocks(kernel: tvm.tirx.PrimFunc) -> list[SBlock] | None:
 
 
 def _touches(block: SBlock, buffer) -> bool:
-    return any(r.source.same_as(buffer) for r in [*block.reads, *block.writes])
+    # From the loads and stores the block makes: its declared regions can miss a buffer
+    # it reads (see planner.tvm.kernel_accesses), which would end a lifetime too early.
+    return block_touches(block, buffer)
 
 
-def _nbytes(buffer) -> int | None:
+def _nbytes(buffer, bounds: dict[str, int] | None = None) -> int | None:
+    """The buffer's bytes, at the bounds of its kernel's symbols; None where unbounded."""
     count = 1
-    for dim in buffer.shape:
-        if not isinstance(dim, tvm.tirx.IntImm):
+    for dim in _bounded_shape(buffer, bounds) or [None]:
+        if dim is None:
             return None
-        count *= int(dim)
+        count *= dim
     dt = tvm.DataType(str(buffer.dtype))
     return count * ((dt.bits * dt.lanes + 7) // 8)
+
+
+def _bounded_shape(buffer, bounds: dict[str, int] | None) -> list[int] | None:
+    from planner.tvm.extract import ExtractionError, upper_bound
+
+    try:
+        return [upper_bound(dim, bounds or {}) for dim in buffer.shape]
+    except ExtractionError:
+        return None
+
+
+def symbol_bounds(kernel: tvm.tirx.PrimFunc, args, bounds: dict[str, int]) -> dict[str, int]:
+    """The upper bound of each of ``kernel``'s shape symbols, called with Relax ``args``.
+
+    A kernel names its dimensions with symbols of its own; they take the values of the
+    arguments' dimensions (or of scalar arguments) at the call, whose bounds are known.
+    """
+    return {
+        name: _bound_or_none(expr, bounds)
+        for name, expr in _call_symbols(kernel, args).items()
+        if _bound_or_none(expr, bounds) is not None
+    }
+
+
+def _bound_or_none(expr, bounds) -> int | None:
+    from planner.tvm.extract import ExtractionError, upper_bound
+
+    try:
+        return upper_bound(expr, bounds)
+    except ExtractionError:
+        return None
+
+
+def _call_symbols(kernel: tvm.tirx.PrimFunc, args) -> dict[str, object]:
+    """``kernel``'s shape symbols by name, as expressions over the caller's symbols."""
+    found: dict[str, object] = {}
+    for param, arg in zip(kernel.params, args, strict=False):
+        shape = getattr(param, "shape", None)
+        if shape is None:
+            # A scalar symbol is passed as the caller's expression itself.
+            if not isinstance(getattr(arg, "ty", None), relax.TensorType):
+                found.setdefault(param.name, arg)
+            continue
+        ty = arg.ty
+        if not isinstance(ty, relax.TensorType) or ty.shape is None:
+            continue
+        for dim, given in zip(shape, ty.shape.values, strict=False):
+            if isinstance(dim, tvm.tirx.Var):
+                found.setdefault(dim.name, given)
+    return found
+
+
+def _restate(expr, symbols: dict[str, object]):
+    """``expr`` over a kernel's symbols, restated over the caller's (see _call_symbols)."""
+    tirx = tvm.tirx
+    if isinstance(expr, tirx.IntImm):
+        return expr
+    if isinstance(expr, tirx.Var):
+        return symbols[expr.name]
+    combine = {
+        tirx.Add: lambda a, b: a + b,
+        tirx.Sub: lambda a, b: a - b,
+        tirx.Mul: lambda a, b: a * b,
+        tirx.FloorDiv: tirx.floordiv,
+        tirx.FloorMod: tirx.floormod,
+        tirx.Max: tirx.max,
+        tirx.Min: tirx.min,
+    }
+    for kind, rebuild in combine.items():
+        if isinstance(expr, kind):
+            return rebuild(_restate(expr.a, symbols), _restate(expr.b, symbols))
+    raise KeyError(f"cannot restate {expr}")
 
 
 def _root_block(func: tvm.tirx.PrimFunc) -> SBlock | None:
@@ -126,25 +206,38 @@ def _root_block(func: tvm.tirx.PrimFunc) -> SBlock | None:
     return body.block if isinstance(body, SBlockRealize) else None
 
 
-def temporaries_of(mod: tvm.IRModule, kernel: str) -> list[KernelTemporary]:
+def temporaries_of(
+    mod: tvm.IRModule, kernel: str, bounds: dict[str, int] | None = None
+) -> list[KernelTemporary]:
+    """``kernel``'s temporaries; ``bounds`` bound its own shape symbols (symbol_bounds)."""
     func = mod[kernel]
     block = _root_block(func)
     if block is None:
         return []
     blocks = kernel_blocks(func) or []
-    found = []
-    for buffer in block.alloc_buffers:
-        size = _nbytes(buffer)
-        if size is None or buffer.scope() != "global":
-            continue
-        shape = tuple(int(d) for d in buffer.shape)
-        used = [i for i, b in enumerate(blocks) if _touches(b, buffer)]
-        first, last = (used[0], used[-1]) if used else (0, max(0, len(blocks) - 1))
-        found.append(KernelTemporary(
-            kernel, buffer.name, shape, str(buffer.dtype), size, first, last,
-            max(1, len(blocks)),
-        ))
-    return found
+    found = [_temporary(kernel, buffer, blocks, bounds) for buffer in block.alloc_buffers]
+    return [temp for temp in found if temp is not None]
+
+
+def _temporary(kernel: str, buffer, blocks: list[SBlock], bounds) -> KernelTemporary | None:
+    size = _nbytes(buffer, bounds)
+    if size is None or buffer.scope() != "global":
+        return None
+    shape = tuple(_bounded_shape(buffer, bounds))
+    symbolic = any(not isinstance(d, tvm.tirx.IntImm) for d in buffer.shape)
+    used = [i for i, b in enumerate(blocks) if _touches(b, buffer)]
+    first, last = (used[0], used[-1]) if used else (0, max(0, len(blocks) - 1))
+    return KernelTemporary(
+        kernel,
+        buffer.name,
+        shape,
+        str(buffer.dtype),
+        size,
+        first,
+        last,
+        max(1, len(blocks)),
+        tuple(buffer.shape) if symbolic else (),
+    )
 
 
 def refine_lifetimes(extraction, temporaries: KernelTemporaries):
@@ -164,27 +257,45 @@ def refine_lifetimes(extraction, temporaries: KernelTemporaries):
     for tensor in extraction.tensors:
         temp = by_name.get(tensor.name.split("@", 1)[0])
         if temp is None:
-            tensors.append(replace(tensor, lower=tensor.lower * scale,
-                                   upper=tensor.upper * scale))
+            tensors.append(replace(tensor, lower=tensor.lower * scale, upper=tensor.upper * scale))
         else:
             call = tensor.upper - 1
-            tensors.append(replace(tensor, lower=call * scale + temp.first_block,
-                                   upper=call * scale + temp.last_block + 1))
-    return Extraction(extraction.function, tensors, extraction.escaping,
-                      extraction.num_bindings)
+            tensors.append(
+                replace(
+                    tensor,
+                    lower=call * scale + temp.first_block,
+                    upper=call * scale + temp.last_block + 1,
+                )
+            )
+    return Extraction(extraction.function, tensors, extraction.escaping, extraction.num_bindings)
 
 
 def lift_kernel_temporaries(
-    mod: tvm.IRModule, function: str = "forward", *, min_bytes: int = STACK_LIMIT_BYTES + 1
+    mod: tvm.IRModule,
+    function: str = "forward",
+    *,
+    min_bytes: int = STACK_LIMIT_BYTES + 1,
+    bounds: dict[str, int] | None = None,
 ) -> tuple[tvm.IRModule, KernelTemporaries]:
-    """Return ``mod`` with every kernel temporary of at least ``min_bytes`` lifted."""
+    """Return ``mod`` with every kernel temporary of at least ``min_bytes`` lifted.
+
+    Temporaries whose shape follows symbolic dimensions are sized at the bounds of the
+    caller's symbols (``bounds``, by name) and allocated by each call in its own terms.
+    """
     func = mod[function]
-    called = {
-        b.value.op
-        for b in bindings_of(func)
-        if isinstance(b.value, relax.Call) and isinstance(b.value.op, relax.GlobalVar)
-        and isinstance(mod[b.value.op], tvm.tirx.PrimFunc)
-    }
+    bounds = bounds or {}
+    called = {}
+    for b in bindings_of(func):
+        if (
+            isinstance(b.value, relax.Call)
+            and isinstance(b.value.op, relax.GlobalVar)
+            and isinstance(mod[b.value.op], tvm.tirx.PrimFunc)
+        ):
+            # Where one kernel serves several calls, size its temporaries for the largest.
+            found = symbol_bounds(mod[b.value.op], b.value.args, bounds)
+            known = called.setdefault(b.value.op, {})
+            for name, value in found.items():
+                known[name] = max(value, known.get(name, value))
     functions = dict(mod.functions)
     builder = relax.BlockBuilder()
     renamed: dict[relax.GlobalVar, relax.GlobalVar] = {}
@@ -195,11 +306,23 @@ def lift_kernel_temporaries(
         block = _root_block(kernel)
         if block is None:
             continue
-        temps = {t.name: t for t in temporaries_of(mod, gvar.name_hint)}
+        blocks = kernel_blocks(kernel) or []
         moved, kept = [], []
         for buffer in block.alloc_buffers:
-            temp = temps.get(buffer.name)
+            # Matched by the buffer itself: FuseTIR can leave two temporaries of one kernel
+            # with the same name and different shapes, and a call site allocating one
+            # shape for the other does not build.
+            temp = _temporary(gvar.name_hint, buffer, blocks, called[gvar])
             if temp is not None and temp.size >= min_bytes:
+                # Lifted temporaries are known by kernel and name (the Relax variable, the
+                # lifetimes refine_lifetimes gives them): a repeated name would give one
+                # the other's lifetime, and the two would share bytes they both still need.
+                taken = {t.name for _, t in moved}
+                if temp.name in taken:
+                    suffix = 1
+                    while f"{temp.name}_{suffix}" in taken:
+                        suffix += 1
+                    temp = dataclasses.replace(temp, name=f"{temp.name}_{suffix}")
                 moved.append((buffer, temp))
             else:
                 kept.append(buffer)
@@ -208,8 +331,15 @@ def lift_kernel_temporaries(
         if not moved:
             continue
         new_block = SBlock(
-            block.iter_vars, block.reads, block.writes, block.name_hint, block.body,
-            block.init, kept, block.match_buffers, block.annotations,
+            block.iter_vars,
+            block.reads,
+            block.writes,
+            block.name_hint,
+            block.body,
+            block.init,
+            kept,
+            block.match_buffers,
+            block.annotations,
         )
         realize = SBlockRealize(kernel.body.iter_values, kernel.body.predicate, new_block)
         # A fresh GlobalVar typed by the BlockBuilder: the old one carries the old
@@ -217,7 +347,9 @@ def lift_kernel_temporaries(
         del functions[gvar]
         renamed[gvar] = builder.add_func(
             tvm.tirx.PrimFunc(
-                [*kernel.params, *(buffer for buffer, _ in moved)], realize, kernel.ret_type,
+                [*kernel.params, *(buffer for buffer, _ in moved)],
+                realize,
+                kernel.ret_type,
                 kernel.attrs,
             ),
             gvar.name_hint,
@@ -232,16 +364,18 @@ def lift_kernel_temporaries(
             new_bindings.append(binding)
             continue
         extra = []
+        symbols = _call_symbols(mod[value.op], value.args) if any(t.dims for t in temps) else {}
         for temp in temps:
-            shape = relax.ShapeExpr([tvm.tirx.IntImm("int64", d) for d in temp.shape])
+            if temp.dims:
+                shape = relax.ShapeExpr([_restate(d, symbols) for d in temp.dims])
+            else:
+                shape = relax.ShapeExpr([tvm.tirx.IntImm("int64", d) for d in temp.shape])
             var = relax.Var(f"{temp.kernel}.{temp.name}", relax.TensorType(shape, temp.dtype))
             new_bindings.append(
                 relax.VarBinding(var, relax.op.builtin.alloc_tensor(shape, temp.dtype, 0))
             )
             extra.append(var)
-        call = relax.Call(
-            renamed[value.op], [*value.args, *extra], value.attrs, value.ty_args
-        )
+        call = relax.Call(renamed[value.op], [*value.args, *extra], value.attrs, value.ty_args)
         new_bindings.append(relax.VarBinding(binding.var, call))
     body = relax.SeqExpr([relax.BindingBlock(new_bindings)], func.body.body)
     entry = next(gv for gv in functions if gv.name_hint == function)

@@ -4,7 +4,8 @@ The measuring runs in a fresh process with :file:`memshim.c` preloaded, so the c
 exact and nothing else (torch, the compiler) is in them. Phases, each a difference of live
 or peak bytes counted by the shim:
 
-- ``weights_bytes``: the inputs and weights uploaded before the call,
+- ``weights_bytes``: the arguments uploaded before the call (the data; weights are bound
+  into the library as constants by ``compile_model``, so only unbound ones count),
 - ``inference_peak_bytes``: the most held at once during the first inference above that
   (intermediates, kernel workspace and outputs),
 - ``retained_bytes``: what stays held after it (outputs, plus whatever the allocator pools),
@@ -36,8 +37,9 @@ class MeasurementError(RuntimeError):
 def shim_library(cache_dir: Path | None = None) -> Path:
     """The compiled shim, built once per source version with the system C compiler."""
     try:
-        return native.shared_library(SHIM_SOURCE, "memshim", libs=("-lpthread",),
-                                     cache_dir=cache_dir)
+        return native.shared_library(
+            SHIM_SOURCE, "memshim", libs=("-lpthread",), cache_dir=cache_dir
+        )
     except native.BuildError as exc:
         raise MeasurementError(f"could not compile the memory shim: {exc}") from None
 
@@ -58,9 +60,20 @@ def measure(
         np.savez(arrays, *inputs)
         env = {**os.environ, "LD_PRELOAD": str(shim_library())}
         proc = subprocess.run(
-            [sys.executable, "-m", "planner.tvm.memory", str(library), str(arrays), entry,
-             memory_cfg],
-            env=env, capture_output=True, text=True, timeout=timeout, check=False,
+            [
+                sys.executable,
+                "-m",
+                "planner.tvm.memory",
+                str(library),
+                str(arrays),
+                entry,
+                memory_cfg,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
             cwd=Path(__file__).resolve().parents[2],
         )
     if proc.returncode != 0:

@@ -3,18 +3,23 @@
 Both rewrites merge tensors into groups whose members sit at fixed offsets relative to the
 group; the planner then places groups instead of tensors.
 
-- **In-place**: a kernel may write an output (or one of its lifted temporaries) over an
-  input that dies at that call. Safe when, inside the kernel, every read of the input comes
-  before the first write of the output, or happens in that same block at exactly the
-  element it writes (elementwise). This is checked on the kernel's TIR for every kernel,
-  not a list of operators; reductions, pooling windows, transposes and anything else that
-  reads other elements are left alone.
-- **Concat elision**: an unfused ``concatenate`` kernel whose output splits into contiguous
-  slices (every dimension before the axis has extent 1, e.g. NCHW with batch 1 along
-  channels) gets its inputs placed in their slices, so producers write straight into the
-  output. When every input is placed, the copy kernel is dropped. Concats fused with other
-  operators, slices that would not be 64-byte aligned, and inputs still used after the
-  concat are not elided.
+- **In-place**: a kernel may write an output (or one of its lifted temporaries) into an
+  input that dies at that call, at the input's offset; the output may be smaller (a pooling
+  into the start of the conv output it reads). Proven on the loads and stores the kernel's
+  statements make, never on its blocks' declared regions (:mod:`planner.tvm.kernel_accesses`):
+  every access of the input in an earlier loop nest, or elementwise, or, for static shapes,
+  every byte read before it is overwritten, evaluated in loop order.
+- **Concat elision**: a concatenation whose output splits into contiguous slices (every
+  dimension before the axis has extent 1, e.g. NCHW with batch 1 along channels) gets its
+  inputs placed in their slices, so producers write straight into the output, also when
+  the concatenation is fused with the operators that consume it (DenseNet's concat + batch
+  norm + ReLU). When every input is placed, an unfused copy kernel is dropped and a fused
+  kernel loses its copy nest, reading the slices where they are. In DenseNet every layer's
+  features then sit once in one buffer per block.
+
+Every merge is checked pairwise (:meth:`Rewrites.merge`): two tensors may share bytes while
+both are live only where a proof covers that pair, so merges that are fine one at a time
+cannot combine into an overlap nobody proved.
 """
 
 from __future__ import annotations
@@ -22,12 +27,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import tvm
-import tvm_ffi
 from tvm import relax, s_tir
-from tvm.s_tir.stmt import SBlock
 
 from planner.problem import Buffer, Problem
+from planner.tvm.compat import SBlock, SBlockRealize, region_buffer
 from planner.tvm.extract import ARENA_ALIGNMENT, Extraction, bindings_of
+from planner.tvm.kernel_accesses import (
+    Nest,
+    kernel_nests,
+    load_buffer,
+    store_over_source_safe,
+)
 from planner.tvm.kernel_temps import kernel_blocks
 
 
@@ -39,6 +49,23 @@ class Rewrites:
     dropped: set[int] = field(default_factory=set)
     inplace: list[tuple[str, str, str]] = field(default_factory=list)
     concats: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    #: binding index -> the concatenation nest to take out of its kernel (fused concats
+    #: whose inputs all sit in their slices already)
+    stripped: dict[int, str] = field(default_factory=dict)
+    #: binding indices whose kernel reads and writes aliased buffers inside one loop nest,
+    #: so its parameters may no longer be declared ``noalias``
+    aliased_calls: set[int] = field(default_factory=set)
+    concat_copies_removed: int = 0
+    concat_bytes_saved: int = 0
+    concat_copies_left: int = 0
+    #: rewrites found but not made, each with the reason
+    skipped: list[dict] = field(default_factory=list)
+    #: (tensor, lower, upper, size) of every tensor, for checking merges; empty: unchecked
+    spans: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    #: Whether two tensors may overlap in bytes while both are live, the second ``delta``
+    #: bytes after the first; consulted for every such pair a merge creates.
+    allowed: object = None
+    members: dict[str, list[str]] = field(default_factory=dict)
 
     def find(self, name: str) -> tuple[str, int]:
         offset = 0
@@ -54,7 +81,9 @@ class Rewrites:
             root, rel = self.find(tensor.name)
             lower, upper, size = spans.get(root, [tensor.lower, tensor.upper, 0])
             spans[root] = [
-                min(lower, tensor.lower), max(upper, tensor.upper), max(size, rel + tensor.size)
+                min(lower, tensor.lower),
+                max(upper, tensor.upper),
+                max(size, rel + tensor.size),
             ]
         return Problem(
             tuple(
@@ -71,14 +100,49 @@ class Rewrites:
             placed[tensor.name] = offsets[root] + rel
         return placed
 
+    def group(self, root: str) -> list[str]:
+        return self.members.get(root, [root])
+
     def merge(self, member: str, into: str, at: int) -> bool:
-        """Put ``member``'s group at offset ``at`` of ``into``'s group, if consistent."""
+        """Put ``member``'s group at offset ``at`` of ``into``'s group, if that is sound.
+
+        Sound means: every two tensors of the joined group that would share bytes while
+        both are live are a pair ``allowed`` vouches for (a kernel proven to finish with
+        one before writing the other, or a concatenation and one of its slices).
+        """
         member_root, member_rel = self.find(member)
         into_root, into_rel = self.find(into)
-        rel = into_rel + at - member_rel
-        if member_root == into_root or rel < 0 or rel % ARENA_ALIGNMENT:
+        rel = into_rel + at - member_rel  # where member's root sits in into's root
+        if member_root == into_root:
+            return rel == 0  # already placed, and consistently
+        if rel % ARENA_ALIGNMENT:
             return False
-        self.parent[member_root] = (into_root, rel)
+        if self.spans and not self._compatible(member_root, into_root, rel):
+            return False
+        if rel >= 0:
+            self.parent[member_root] = (into_root, rel)
+            root, joined = into_root, member_root
+        else:
+            self.parent[into_root] = (member_root, -rel)
+            root, joined = member_root, into_root
+        self.members[root] = [*self.group(root), *self.group(joined)]
+        self.members.pop(joined, None)
+        return True
+
+    def _compatible(self, left_root: str, right_root: str, rel: int) -> bool:
+        """``left_root``'s group at ``rel`` bytes into ``right_root``'s: no unvouched overlap."""
+        left = [(n, self.find(n)[1] + rel) for n in self.group(left_root)]
+        right = [(n, self.find(n)[1]) for n in self.group(right_root)]
+        for a, a_at in left:
+            a_lower, a_upper, a_size = self.spans[a]
+            for b, b_at in right:
+                b_lower, b_upper, b_size = self.spans[b]
+                if a_upper <= b_lower or b_upper <= a_lower:
+                    continue
+                if a_at + a_size <= b_at or b_at + b_size <= a_at:
+                    continue
+                if self.allowed is None or not self.allowed(a, b, b_at - a_at):
+                    return False
         return True
 
 
@@ -87,77 +151,134 @@ def _blocks(kernel: tvm.tirx.PrimFunc) -> list[SBlock] | None:
 
 
 def _regions(regions, buffer) -> list:
-    return [r for r in regions if r.source.same_as(buffer)]
+    return [r for r in regions if region_buffer(r).same_as(buffer)]
 
 
-def _same_element(read, write, block: SBlock) -> bool:
-    """Both regions name one element, the same one, indexed by the block's own iterators."""
-    if len(read.region) != len(write.region):
-        return False
-    iter_vars = [iv.var for iv in block.iter_vars]
-    for r, w in zip(read.region, write.region, strict=True):
-        if not (isinstance(r.extent, tvm.tirx.IntImm) and int(r.extent) == 1):
-            return False
-        if not (isinstance(w.extent, tvm.tirx.IntImm) and int(w.extent) == 1):
-            return False
-        if not tvm_ffi.structural_equal(r.min, w.min):
-            return False
-        if not any(w.min.same_as(v) for v in iter_vars):
-            return False
-    return True
+def inplace_safe(kernel: tvm.tirx.PrimFunc, source, target, delta: int = 0) -> bool:
+    """May ``target`` be written ``delta`` bytes into ``source`` inside ``kernel``?
+
+    Decided from the loads and stores the kernel's statements make, never from the blocks'
+    declared read and write regions (see :mod:`planner.tvm.kernel_accesses`).
+    """
+    return store_over_source_safe(kernel, source, target, delta) is not None
 
 
-def inplace_safe(kernel: tvm.tirx.PrimFunc, source, target) -> bool:
-    """May ``target`` be written over ``source`` inside ``kernel``?"""
-    blocks = _blocks(kernel)
-    if not blocks:
-        return False
-    reads = [i for i, b in enumerate(blocks) if _regions(b.reads, source)]
-    writes = [i for i, b in enumerate(blocks) if _regions(b.writes, target)]
-    source_writes = [i for i, b in enumerate(blocks) if _regions(b.writes, source)]
-    # The source may be produced inside the kernel (a temporary), but only before the
-    # target's first write.
-    if not writes or (source_writes and max(source_writes) >= min(writes)):
-        return False
-    if not reads or max(reads) < min(writes):
-        return True
-    k = min(writes)
-    if max(reads) != k:
-        return False
-    block = blocks[k]
-    if block.init is not None:
-        return False
-    (write,) = _regions(block.writes, target) or [None]
-    if write is None:
-        return False
-    return all(_same_element(read, write, block) for read in _regions(block.reads, source))
+@dataclass(frozen=True)
+class ConcatSlots:
+    """A concatenation nest in a kernel: its output parameter and each input's byte slot."""
+
+    nest: int
+    name: str
+    output: int
+    #: (parameter index, byte offset of that input inside the output)
+    inputs: tuple[tuple[int, int], ...]
+    #: the nest is the whole kernel (an unfused ``concatenate``)
+    whole: bool
 
 
-def _concat_layout(kernel: tvm.tirx.PrimFunc) -> list[int] | None:
-    """Byte offsets of each input inside the output of a plain concatenate kernel."""
-    blocks = _blocks(kernel)
-    if not blocks or len(blocks) != 1 or not blocks[0].name_hint.startswith("T_concat"):
+def concat_slots(kernel: tvm.tirx.PrimFunc, nests: list[Nest] | None = None) -> ConcatSlots | None:
+    """The concatenation a kernel starts with, read from the loads its nest makes.
+
+    Each input must be loaded at the output's own indices, shifted along one axis by a
+    constant, and the shifted ranges must tile that axis: then the output is the inputs
+    laid one after another, provided every dimension before the axis has extent 1. The
+    output must be written by that nest only, so it keeps the inputs' values throughout.
+    """
+    nests = kernel_nests(kernel) if nests is None else nests
+    if not nests:
         return None
-    *inputs, output = kernel.params
-    out_shape = [int(d) for d in output.shape]
-    shapes = [[int(d) for d in p.shape] for p in inputs]
-    if any(len(s) != len(out_shape) for s in shapes):
+    index = next((i for i, n in enumerate(nests) if n.block.name_hint.startswith("T_concat")), None)
+    if index is None:
         return None
-    axes = [a for a in range(len(out_shape)) if any(s[a] != out_shape[a] for s in shapes)]
-    axis = axes[0] if axes else 0
-    if len(axes) > 1 or sum(s[axis] for s in shapes) != out_shape[axis]:
+    nest = nests[index]
+    params = list(kernel.params)
+    if len(nest.stores) != 1 or nest.init_stores or nest.block.init is not None:
         return None
+    (store,) = nest.stores
+    out = store.buffer
+    out_index = next((i for i, p in enumerate(params) if p.same_as(out)), None)
+    if (
+        out_index is None
+        or any(n.touches(out) for j, n in enumerate(nests) if j < index)
+        or any(n.stored(out) for j, n in enumerate(nests) if j > index)
+    ):
+        return None
+    out_shape = _ints(out.shape)
+    extents = _ints([loop.extent for loop in nest.loops])
+    mins = _ints([loop.min for loop in nest.loops])
+    if out_shape is None or extents is None or mins is None:
+        return None
+    iter_vars = [iv.var for iv in nest.block.iter_vars]
+    values = list(nest.realize.iter_values)
+    loop_vars = [loop.loop_var for loop in nest.loops]
+    # The nest visits every output element once: block iterators are the loops, in order.
+    if (
+        extents != out_shape
+        or any(mins)
+        or len(values) != len(loop_vars)
+        or not all(v.same_as(lv) for v, lv in zip(values, loop_vars, strict=True))
+        or len(store.indices) != len(iter_vars)
+        or not all(i.same_as(v) for i, v in zip(store.indices, iter_vars, strict=True))
+    ):
+        return None
+    slots: dict[int, int] = {}  # parameter index -> start along the axis
+    axis = None
+    for load in nest.loads:
+        param = next((i for i, p in enumerate(params) if p.same_as(load_buffer(load))), None)
+        if param is None or param == out_index or len(load.indices) != len(iter_vars):
+            return None
+        shift = None
+        for dim, (idx, var) in enumerate(zip(load.indices, iter_vars, strict=True)):
+            if idx.same_as(var):
+                continue
+            if (
+                isinstance(idx, tvm.tirx.Sub)
+                and idx.a.same_as(var)
+                and isinstance(idx.b, tvm.tirx.IntImm)
+                and shift is None
+                and (axis is None or axis == dim)
+            ):
+                axis, shift = dim, int(idx.b)
+                continue
+            return None
+        start = shift or 0
+        if slots.setdefault(param, start) != start:
+            return None
+    if not slots:
+        return None
+    axis = axis or 0
+    itemsize = (tvm.DataType(str(out.dtype)).bits + 7) // 8
+    inner = itemsize
+    for d in out_shape[axis + 1 :]:
+        inner *= d
     if any(d != 1 for d in out_shape[:axis]):
         return None  # the slices would interleave, not sit one after another
-    itemsize = (tvm.DataType(str(output.dtype)).bits + 7) // 8
-    offsets, at = [], 0
-    for shape in shapes:
-        offsets.append(at)
-        count = 1
-        for d in shape:
-            count *= d
-        at += count * itemsize
-    return offsets
+    at = 0
+    placed = []
+    for param, start in sorted(slots.items(), key=lambda kv: kv[1]):
+        buffer = params[param]
+        shape = _ints(buffer.shape)
+        if (
+            shape is None
+            or start != at
+            or len(shape) != len(out_shape)
+            or str(buffer.dtype) != str(out.dtype)
+            or any(
+                a != b for d, (a, b) in enumerate(zip(shape, out_shape, strict=True)) if d != axis
+            )
+        ):
+            return None
+        placed.append((param, start * inner))
+        at += shape[axis]
+    if at != out_shape[axis]:
+        return None
+    return ConcatSlots(index, nest.block.name_hint, out_index, tuple(placed), len(nests) == 1)
+
+
+def _ints(dims) -> list[int] | None:
+    if not all(isinstance(d, tvm.tirx.IntImm) for d in dims):
+        return None
+    return [int(d) for d in dims]
 
 
 def inline_pool_padding(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
@@ -210,38 +331,40 @@ def _retarget_calls(func: relax.Function, renamed) -> relax.Function:
             bindings.append(binding)
         blocks.append(relax.BindingBlock(bindings))
     return relax.Function(
-        func.params, relax.SeqExpr(blocks, body.body), func.ret_ty, func.is_pure, func.attrs,
+        func.params,
+        relax.SeqExpr(blocks, body.body),
+        func.ret_ty,
+        func.is_pure,
+        func.attrs,
         func.span,
     )
 
 
-def _first(blocks: list[SBlock], buffer, *, writes: bool) -> int:
-    for index, block in enumerate(blocks):
-        if _regions(block.writes if writes else [*block.reads, *block.writes], buffer):
-            return index
-    return len(blocks)
+def _first_write(nests: list[Nest], buffer) -> int:
+    return next((i for i, n in enumerate(nests) if n.stored(buffer)), len(nests))
 
 
-def _last(blocks: list[SBlock], buffer) -> int:
-    for index in range(len(blocks) - 1, -1, -1):
-        if _regions([*blocks[index].reads, *blocks[index].writes], buffer):
-            return index
-    return -1
+def _last_access(nests: list[Nest], buffer) -> int:
+    return max((i for i, n in enumerate(nests) if n.touches(buffer)), default=-1)
 
 
 def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
+    """In-place writes and concatenation slices for ``extraction``'s tensors.
+
+    Every merge is checked pair by pair (:meth:`Rewrites.merge`): two tensors share bytes
+    while both are live only where a kernel that takes both is proven, from its loads and
+    stores, to be done with one before it writes the other, or where one is a slice of a
+    concatenation the other is.
+    """
     func = mod[extraction.function]
     bindings = bindings_of(func)
-    by_var = {}
     tensors = extraction.by_name()
-    for tensor in extraction.tensors:
-        by_var[bindings[tensor.binding_index].var] = tensor
     # Which variables refer to which planned tensor (plain re-bindings only).
     alias: dict[relax.Var, str] = {
         bindings[t.binding_index].var: t.name for t in extraction.tensors
     }
     first_use: dict[str, int] = {}
-    rewrites = Rewrites()
+    calls: dict[int, tuple[tvm.tirx.PrimFunc, list[str | None], list[Nest]]] = {}
     for index, binding in enumerate(bindings):
         value = binding.value
         if isinstance(value, relax.Var) and value in alias:
@@ -258,23 +381,90 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
         kernel = mod[value.op]
         if not isinstance(kernel, tvm.tirx.PrimFunc) or len(kernel.params) != len(args):
             continue
-        name = value.op.name_hint
+        nests = kernel_nests(kernel)
+        if nests:
+            calls[index] = (kernel, args, nests)
 
-        layout = _concat_layout(kernel)
-        if layout is not None and args[-1] is not None:
-            output = args[-1]
-            placed = []
-            for input_name, at in zip(args[:-1], layout, strict=True):
-                tensor = tensors.get(input_name) if input_name else None
-                if (tensor is None or tensor.upper - 1 != index or input_name in placed
-                        or not rewrites.merge(input_name, output, at)):
-                    continue
-                placed.append(input_name)
-            if placed:
-                rewrites.concats.append((name, output, placed))
-            if len(placed) == len(args) - 1:
-                rewrites.dropped.add(index)
-            continue
+    rewrites = Rewrites(spans={t.name: (t.lower, t.upper, t.size) for t in extraction.tensors})
+    views: set[tuple[str, str, int]] = set()
+
+    def allowed(a: str, b: str, delta: int) -> bool:
+        if (a, b, delta) in views or (b, a, -delta) in views:
+            return True
+        for source, target, shift in ((a, b, delta), (b, a, -delta)):
+            # A hand-over inside one call: the source is done there and the target is new.
+            call = tensors[source].upper - 1
+            if first_use.get(target) != call or call not in calls or shift < 0:
+                continue
+            kernel, args, nests = calls[call]
+            params = list(kernel.params)
+            # A tensor passed twice is two parameters: the proof must hold for each.
+            proofs = [store_over_source_safe(kernel, params[i], params[j], shift, nests)
+                      for i, x in enumerate(args) if x == source
+                      for j, y in enumerate(args) if y == target]
+            if proofs and None not in proofs:
+                if "trace" in proofs:
+                    rewrites.aliased_calls.add(call)
+                return True
+        return False
+
+    rewrites.allowed = allowed
+    for index, (kernel, args, nests) in calls.items():
+        name = bindings[index].value.op.name_hint
+        slots = concat_slots(kernel, nests)
+        if slots is not None:
+            output = args[slots.output]
+            if output in tensors and first_use.get(output) == index:
+                placed = []
+                # Each input and the output hold the same values in the input's slot;
+                # vouched for before any is placed, as a slice may overlap the next one's
+                # earlier group.
+                views.update((output, args[param], at) for param, at in slots.inputs
+                             if args[param] in tensors)
+                for param, at in slots.inputs:
+                    input_name = args[param]
+                    if input_name not in tensors or input_name in placed:
+                        rewrites.skipped.append(
+                            {
+                                "rewrite": f"concat {name}: {input_name or 'a non-tensor'}",
+                                "reason": "not a planned intermediate, or passed twice",
+                            }
+                        )
+                        continue
+                    if rewrites.merge(input_name, output, at):
+                        placed.append(input_name)
+                    else:
+                        rewrites.skipped.append(
+                            {
+                                "rewrite": f"concat {name}: {input_name}",
+                                "reason": (
+                                    f"its slot at byte {at} is not {ARENA_ALIGNMENT}-byte aligned"
+                                    if at % ARENA_ALIGNMENT
+                                    else "its slot would overlap a live tensor"
+                                ),
+                            }
+                        )
+                if placed:
+                    rewrites.concats.append((name, output, placed))
+                if len(placed) == len(slots.inputs):
+                    if slots.whole:
+                        rewrites.dropped.add(index)
+                    else:
+                        rewrites.stripped[index] = slots.name
+                    rewrites.concat_copies_removed += 1
+                    rewrites.concat_bytes_saved += tensors[output].size
+                else:
+                    rewrites.concat_copies_left += 1
+            else:
+                rewrites.concat_copies_left += 1
+                rewrites.skipped.append(
+                    {
+                        "rewrite": f"concat {name}",
+                        "reason": "its output is not a fresh intermediate",
+                    }
+                )
+            if slots.whole:
+                continue
 
         # In-place: a tensor born for this call over an input that dies here; each input's
         # memory can be taken over once.
@@ -282,10 +472,9 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
         # Follow the kernel's own order: each buffer it writes, in the order it writes
         # them, takes over the buffer that died most recently. That turns a chain such as
         # conv -> multiply -> add -> relu into one buffer instead of two.
-        blocks = kernel_blocks(kernel) or []
-        first_write = {j: _first(blocks, kernel.params[j], writes=True)
-                       for j in range(len(args))}
-        last_access = {i: _last(blocks, kernel.params[i]) for i in range(len(args))}
+        params = list(kernel.params)
+        first_write = {j: _first_write(nests, params[j]) for j in range(len(args))}
+        last_access = {i: _last_access(nests, params[i]) for i in range(len(args))}
         for j in sorted(range(len(args)), key=lambda j: first_write[j]):
             target = args[j]
             target_tensor = tensors.get(target) if target else None
@@ -294,15 +483,93 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
             for i in sorted(range(len(args)), key=lambda i: -last_access[i]):
                 source = args[i]
                 source_tensor = tensors.get(source) if source else None
-                if (source_tensor is None or i == j or source in overwritten
-                        or source_tensor.upper - 1 != index
-                        or source_tensor.size != target_tensor.size
-                        or source_tensor.dtype != target_tensor.dtype
-                        or rewrites.find(source)[0] == rewrites.find(target)[0]):
+                if (
+                    source_tensor is None
+                    or i == j
+                    or source in overwritten
+                    or source_tensor.upper - 1 != index
+                    # the kernel must be done with the source by the time it writes
+                    or last_access[i] > first_write[j]
+                    # a smaller result may start where its input starts
+                    or source_tensor.size < target_tensor.size
+                    or rewrites.find(source)[0] == rewrites.find(target)[0]
+                ):
                     continue
-                if inplace_safe(kernel, kernel.params[i], kernel.params[j]) and \
-                        rewrites.merge(target, source, 0):
+                if rewrites.merge(target, source, 0):
                     rewrites.inplace.append((name, source, target))
                     overwritten.add(source)
                     break
     return rewrites
+
+
+def rewrite_kernels(mod: tvm.IRModule, function: str, rewrites: Rewrites) -> tvm.IRModule:
+    """``mod`` with the kernel edits ``rewrites`` calls for, each call site on its own copy.
+
+    A fused concatenation whose inputs already sit in their slices loses its copy nest
+    (the rest of the kernel reads the slices where the producers wrote them), and a kernel
+    whose aliased buffers interleave inside one loop nest loses its ``noalias`` promise.
+    """
+    edits = {
+        i: (rewrites.stripped.get(i), i in rewrites.aliased_calls)
+        for i in {*rewrites.stripped, *rewrites.aliased_calls} - rewrites.dropped
+    }
+    if not edits:
+        return mod
+    func = mod[function]
+    bindings = bindings_of(func)
+    builder = relax.BlockBuilder()
+    variants: dict[tuple, relax.GlobalVar] = {}
+    replaced: dict[int, relax.Call] = {}
+    for index, (strip, unalias) in edits.items():
+        call = bindings[index].value
+        key = (call.op.name_hint, strip, unalias)
+        if key not in variants:
+            kernel = mod[call.op]
+            if strip is not None:
+                kernel = _without_nest(kernel, strip)
+            if unalias:
+                kernel = kernel.with_attr("tirx.noalias", False)
+            suffix = ("_sliced" if strip else "") + ("_aliased" if unalias else "")
+            variants[key] = builder.add_func(kernel, call.op.name_hint + suffix)
+        replaced[index] = relax.Call(variants[key], call.args, call.attrs, call.ty_args)
+    new_bindings = [
+        relax.VarBinding(b.var, replaced[i]) if i in replaced else b for i, b in enumerate(bindings)
+    ]
+    functions = dict(mod.functions)
+    added = builder.get()
+    for gvar in variants.values():
+        functions[gvar] = added[gvar]
+    entry = next(gv for gv in functions if gv.name_hint == function)
+    functions[entry] = relax.Function(
+        func.params,
+        relax.SeqExpr([relax.BindingBlock(new_bindings)], func.body.body),
+        func.ret_ty,
+        func.is_pure,
+        func.attrs,
+        func.span,
+    )
+    return tvm.IRModule(functions, attrs=mod.attrs)
+
+
+def _without_nest(kernel: tvm.tirx.PrimFunc, block_name: str) -> tvm.tirx.PrimFunc:
+    root = kernel.body.block
+    stmts = list(root.body.seq) if isinstance(root.body, tvm.tirx.SeqStmt) else [root.body]
+    kept = [
+        s
+        for s, n in zip(stmts, kernel_nests(kernel), strict=True)
+        if n.block.name_hint != block_name
+    ]
+    body = kept[0] if len(kept) == 1 else tvm.tirx.SeqStmt(kept)
+    block = SBlock(
+        root.iter_vars,
+        root.reads,
+        root.writes,
+        root.name_hint,
+        body,
+        root.init,
+        root.alloc_buffers,
+        root.match_buffers,
+        root.annotations,
+    )
+    realize = SBlockRealize(kernel.body.iter_values, kernel.body.predicate, block)
+    return tvm.tirx.PrimFunc(kernel.params, realize, kernel.ret_type, kernel.attrs)

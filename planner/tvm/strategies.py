@@ -5,6 +5,9 @@
   planner plans (the ``plain`` variant);
 - ``BASE+rewrites``: a library strategy planning the module after the in-place and
   concat-elision rewrites, with kernel temporaries lifted into the plan;
+- ``BASE+reorder`` and ``BASE+rewrites+reorder``: the same, with the operators first put in
+  the order that needs the least memory (see :mod:`planner.tvm.reorder`); program order is
+  kept where that order's plan is not smaller;
 - ``repo:path/to/file.py:function``: a tracked repository's own planner, run sandboxed on
   the plain problem (see :mod:`planner.tvm.repo_code`).
 
@@ -25,6 +28,10 @@ REPO_PREFIX = "repo:"
 #: Library strategies worth offering with the rewrites: the rest plan the merged problem
 #: no better than these.
 REWRITE_BASES = ("best-fit", "optimal")
+REORDER_SUFFIX = "+reorder"
+#: The order is chosen by comparing whole plans in both orders, so a base is run three
+#: times: only the fast one is offered.
+REORDER_BASES = ("best-fit",)
 
 
 class Variant(enum.Enum):
@@ -47,6 +54,8 @@ class CompileStrategy:
     #: For a repository's planner: ``path/to/file.py`` and the function in it.
     path: str = ""
     function: str = ""
+    #: Whether the operators are first reordered for memory (``+reorder``).
+    reorder: bool = False
 
     @property
     def lifts_temporaries(self) -> bool:
@@ -62,6 +71,10 @@ def registry() -> dict[str, CompileStrategy]:
         found[base + REWRITES_SUFFIX] = CompileStrategy(
             base + REWRITES_SUFFIX, Variant.REWRITES, base=base
         )
+    for base in REORDER_BASES:
+        for variant, middle in ((Variant.PLAIN, ""), (Variant.REWRITES, REWRITES_SUFFIX)):
+            name = base + middle + REORDER_SUFFIX
+            found[name] = CompileStrategy(name, variant, base=base, reorder=True)
     return found
 
 

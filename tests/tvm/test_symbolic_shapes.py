@@ -32,3 +32,22 @@ def test_it_bounds_shape_arithmetic_and_names_a_missing_bound():
     assert upper_bound(conv_out, {"h": 32}) == 16
     with pytest.raises(ExtractionError, match="symbolic dimension h has no upper bound"):
         upper_bound(conv_out, {})
+
+
+def test_kernel_temporaries_of_a_dynamic_model_are_planned_at_their_bounds():
+    params = {"channels": 4, "resolution": 24, "depth": 2}
+    strategies = [STOCK, "best-fit+rewrites"]
+    dynamic = {r.strategy: r for r in compile_model(
+        ModelSource("zoo:small_cnn", {**params, "dynamic": True}), strategies, repeat=1,
+        memory_configs=())}
+    static = {r.strategy: r for r in compile_model(
+        ModelSource("zoo:small_cnn", params), strategies, repeat=1, memory_configs=())}
+
+    # TVM's workspace pool is estimated from the kernels' temporaries at the bounds, and
+    # lifting places them in the arena, each call allocating them in its own symbols.
+    assert dynamic[STOCK].kernel_workspace_bytes == static[STOCK].kernel_workspace_bytes > 0
+    unified = dynamic["best-fit+rewrites"]
+    assert unified.outputs_match is True, unified.error
+    assert unified.kernel_workspace_bytes == 0
+    assert unified.intermediate_bytes == static["best-fit+rewrites"].intermediate_bytes
+    assert unified.intermediate_bytes > dynamic[STOCK].intermediate_bytes

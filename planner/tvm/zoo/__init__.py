@@ -7,6 +7,9 @@ A model source is one of
   what moves its memory up and down;
 - ``path/to/model.onnx``, with an optional ``input_shapes`` parameter for inputs whose shape
   is symbolic in the file;
+- ``torchvision:NAME``: one of torchvision's classification networks with random weights,
+  parameters ``image`` (default 64) and the builder's keywords
+  (:mod:`planner.tvm.zoo.torchvision_source`);
 - ``path/to/module.py:factory``, called with the parameters; it returns a
   :class:`~planner.tvm.zoo.network.Network` or ``(torch.nn.Module, example inputs)``.
 
@@ -21,7 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from planner.tvm.zoo import cnn, densenet, int8_cnn, mlp, mobilenet, resnet, transformer, unet
+from planner.tvm.zoo import (
+    cnn,
+    densenet,
+    int8_cnn,
+    mlp,
+    mobilenet,
+    pool_reuse,
+    randwire,
+    resnet,
+    transformer,
+    unet,
+)
 from planner.tvm.zoo.network import Network
 
 ZOO: dict[str, Callable[..., Network]] = {
@@ -30,10 +44,12 @@ ZOO: dict[str, Callable[..., Network]] = {
     "resnet18": resnet.resnet18,
     "mobilenet_v2": mobilenet.mobilenet_v2,
     "densenet": densenet.densenet,
+    "pool_reuse": pool_reuse.pool_reuse,
     "unet": unet.unet,
     "bert_tiny": transformer.bert_tiny,
     "mlp": mlp.mlp,
     "int8_vgg": int8_cnn.int8_vgg,
+    "randwire": randwire.randwire,
 }
 
 
@@ -62,6 +78,8 @@ def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Netwo
     text = source.source
     if text.startswith("zoo:"):
         return _build_zoo(text.removeprefix("zoo:"), source.params)
+    if text.startswith("torchvision:"):
+        return _build_torchvision(text.removeprefix("torchvision:"), source.params)
     if text.endswith(".onnx"):
         return _build_onnx(_resolve(text, base_dir), source.params)
     file_part, sep, factory = text.rpartition(":")
@@ -69,7 +87,8 @@ def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Netwo
         return _build_python(_resolve(file_part, base_dir), factory, source.params)
     raise ModelSourceError(
         f"unsupported model source {text!r}: expected zoo:NAME with NAME one of "
-        f"{', '.join(zoo_names())}, a path to an .onnx file, or path/to/module.py:factory"
+        f"{', '.join(zoo_names())}, torchvision:NAME, a path to an .onnx file, or "
+        "path/to/module.py:factory"
     )
 
 
@@ -98,6 +117,17 @@ def _build_onnx(path: Path, params: dict[str, Any]) -> Network:
     try:
         return load_onnx(path, params.get("input_shapes"))
     except OnnxImportError as exc:
+        raise ModelSourceError(str(exc)) from exc
+
+
+def _build_torchvision(name: str, params: dict[str, Any]) -> Network:
+    from planner.tvm.zoo.torchvision_source import TorchvisionError, torchvision_network
+
+    try:
+        return torchvision_network(name, **params)
+    except TypeError as exc:
+        raise ModelSourceError(f"bad parameters for torchvision:{name}: {exc}") from None
+    except TorchvisionError as exc:
         raise ModelSourceError(str(exc)) from exc
 
 

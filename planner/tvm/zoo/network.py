@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tvm
@@ -29,6 +29,13 @@ class Network:
     #: Upper bounds of symbolic dimensions (by name): memory is planned for these, and the
     #: check and timing runs use inputs of exactly this size.
     shape_bounds: dict[str, int] = field(default_factory=dict)
+    #: How many leading inputs are data; the rest are weights.
+    data_inputs: int = 1
+    #: Integer inputs' ranges ``[low, high)`` by name, where the dtype's range is wrong (an
+    #: index into a table); found in the module for indices that feed ``take``.
+    input_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Bytes of the weights bound into the module as constants (see :meth:`bind_weights`).
+    bound_weights_bytes: int = 0
 
     def concrete_shape(self, shape: tuple[int | str, ...]) -> tuple[int, ...]:
         try:
@@ -45,10 +52,94 @@ class Network:
             shape = self.concrete_shape(symbolic)
             # Draw for every input, fixed or not, so one input's values never depend on
             # whether another one is fixed.
-            # Small weights keep activations finite through deep stacks.
-            drawn = (rng.standard_normal(shape) * 0.1).astype(dtype)
+            drawn = _draw(rng, shape, dtype, self.input_ranges.get(name))
             inputs.append(self.fixed_inputs.get(name, drawn))
         return inputs
+
+    def bind_weights(self, seed: int = 0) -> Network:
+        """This network as a deployment compiles it: weights bound as constants, and the
+        work that depends on weights alone (a transposed classifier weight) folded away.
+
+        Weights are drawn as :meth:`random_inputs` draws them for ``seed``; the network
+        returned takes the data inputs only.
+        """
+        count = self.data_inputs
+        if count >= len(self.input_names):
+            return self
+        values = self.random_inputs(seed)
+        weights = {
+            name: tvm.runtime.tensor(value)
+            for name, value in zip(self.input_names[count:], values[count:], strict=True)
+        }
+        mod = relax.transform.BindParams(self.entry, weights)(self.mod)
+        mod = relax.transform.FoldConstant()(mod)
+        data = set(self.input_names[:count])
+        return replace(
+            self,
+            mod=mod,
+            input_names=self.input_names[:count],
+            input_shapes=self.input_shapes[:count],
+            input_dtypes=self.input_dtypes[:count],
+            fixed_inputs={k: v for k, v in self.fixed_inputs.items() if k in data},
+            bound_weights_bytes=sum(int(v.nbytes) for v in values[count:]),
+        )
+
+
+def _draw(rng: np.random.Generator, shape, dtype: str, bounds) -> np.ndarray:
+    """Random values of ``dtype``: integers over their useful range, not rounded normals.
+
+    Normal draws scaled by 0.1 keep activations finite through deep float stacks, but cast
+    to an integer type they are all zeros, and a check on zeros passes for almost any plan.
+    """
+    kind = np.dtype(dtype)
+    if not np.issubdtype(kind, np.integer) and kind != np.bool_:
+        return (rng.standard_normal(shape) * 0.1).astype(dtype)
+    if kind == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    if bounds is None:
+        info = np.iinfo(kind)
+        # Wide integers are counts and indices far more often than values to do arithmetic
+        # on at full range; a small non-negative range keeps them meaningful.
+        bounds = (int(info.min), int(info.max) + 1) if info.bits <= 16 else (0, 256)
+    return rng.integers(bounds[0], bounds[1], size=shape).astype(dtype)
+
+
+def index_ranges(mod: tvm.IRModule, entry: str) -> dict[str, tuple[int, int]]:
+    """Integer parameters of ``entry`` used to index a table (``take``), with its range.
+
+    Importers cast and reshape indices before the ``take``; those keep the values, so an
+    index is followed back through them to the parameter it came from.
+    """
+    func = mod[entry]
+    origin: dict[relax.Var, str] = {p: p.name for p in func.params}
+    keeps_values = {
+        tvm.ir.Op.get(f"relax.{name}")
+        for name in ("astype", "reshape", "permute_dims", "expand_dims", "squeeze", "flatten")
+    }
+    take = tvm.ir.Op.get("relax.take")
+    found: dict[str, tuple[int, int]] = {}
+    body = func.body
+    bindings = (
+        [b for block in body.blocks for b in block.bindings]
+        if isinstance(body, relax.SeqExpr)
+        else []
+    )
+    for binding in bindings:
+        value = binding.value
+        if not isinstance(value, relax.Call) or not value.args:
+            continue
+        if value.op in keeps_values and value.args[0] in origin:
+            origin[binding.var] = origin[value.args[0]]
+        elif value.op == take and len(value.args) > 1 and value.args[1] in origin:
+            table = value.args[0].ty
+            axis = int(value.attrs.axis) if value.attrs.axis is not None else 0
+            if isinstance(table, relax.TensorType) and table.shape is not None:
+                extent = table.shape.values[axis]
+                if isinstance(extent, tvm.tirx.IntImm):
+                    name = origin[value.args[1]]
+                    high = min(found.get(name, (0, int(extent)))[1], int(extent))
+                    found[name] = (0, high)
+    return found
 
 
 def export_nn(
@@ -86,7 +177,17 @@ def from_imported(name: str, mod: tvm.IRModule, entry: str = "main") -> Network:
         dtypes.append(dtype)
     values = [w.numpy() for w in weights.get(entry, [])]
     fixed = dict(zip(names[len(names) - len(values) :], values, strict=True)) if values else {}
-    return Network(name, mod, names, shapes, dtypes, entry=entry, fixed_inputs=fixed)
+    return Network(
+        name,
+        mod,
+        names,
+        shapes,
+        dtypes,
+        entry=entry,
+        fixed_inputs=fixed,
+        data_inputs=len(names) - len(values),
+        input_ranges=index_ranges(mod, entry),
+    )
 
 
 def static_tensor_type(var: relax.Var, what: str) -> tuple[tuple[int, ...], str]:

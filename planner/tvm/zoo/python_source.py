@@ -37,7 +37,7 @@ def load_factory(path: Path, factory_name: str, params: Mapping[str, Any]) -> Ne
     if isinstance(result, Network):
         return result
     if isinstance(result, tuple) and len(result) == 2:
-        return _from_torch(f"{path.stem}.{factory_name}", *result)
+        return network_from_torch(f"{path.stem}.{factory_name}", *result)
     raise PythonSourceError(
         f"{path.name}:{factory_name} returned {type(result).__name__}; expected a Network or "
         "(torch.nn.Module, example inputs)"
@@ -53,7 +53,8 @@ def _import_file(path: Path):
         raise PythonSourceError(str(exc)) from exc
 
 
-def _from_torch(name: str, module: Any, example_inputs: Any) -> Network:
+def network_from_torch(name: str, module: Any, example_inputs: Any) -> Network:
+    """Export ``module`` with ``torch.export`` and import it; its weights become fixed inputs."""
     try:
         import torch
     except ImportError as exc:

@@ -1,0 +1,152 @@
+"""Small networks for the rewrites' soundness tests, loaded as ``models.py:NAME`` sources.
+
+The torch ones go through ``torch.export`` and TVM's importer, like a tracked repository's
+models; ``hidden_transpose`` is a Relax module with a hand-written kernel whose declared
+reads leave out the load it makes.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class _Ghost(nn.Module):
+    """GhostNet's module: a cheap depthwise branch doubles the channels, then the first
+    ``cout`` are kept."""
+
+    def __init__(self, cin: int, cout: int, relu: bool = True):
+        super().__init__()
+        half = (cout + 1) // 2
+        self.cout = cout
+        act = nn.ReLU() if relu else nn.Identity()
+        self.primary = nn.Sequential(nn.Conv2d(cin, half, 1, bias=False), nn.BatchNorm2d(half),
+                                     act)
+        self.cheap = nn.Sequential(
+            nn.Conv2d(half, half, 3, padding=1, groups=half, bias=False), nn.BatchNorm2d(half),
+            nn.ReLU() if relu else nn.Identity(),
+        )
+
+    def forward(self, x):
+        a = self.primary(x)
+        return torch.cat([a, self.cheap(a)], 1)[:, : self.cout]
+
+
+class _GhostNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 2, 1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU())
+        self.g1, self.g2 = _Ghost(8, 12), _Ghost(12, 6, relu=False)
+        # Two batch-normed branches concatenated and sliced in one fused kernel: the
+        # temporaries of the two batch norms share names but not shapes.
+        self.a, self.bn_a = nn.Conv2d(6, 6, 1), nn.BatchNorm2d(6)
+        self.b, self.bn_b = nn.Conv2d(6, 12, 1), nn.BatchNorm2d(12)
+        self.head = nn.Linear(6, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = x[:, :6] + self.g2(self.g1(x))
+        x = torch.cat([self.bn_a(self.a(x)), self.bn_b(self.b(x))], 1)[:, :6]
+        return self.head(x.mean((2, 3)))
+
+
+def ghostnet(image: int = 32):
+    torch.manual_seed(0)
+    return _GhostNet().eval(), (torch.randn(1, 3, image, image),)
+
+
+def _cbr(cin, cout, stride=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
+                         nn.ReLU())
+
+
+class _HRNet(nn.Module):
+    """HRNet's exchange: three resolutions, each fused with the others, upsampled or
+    strided to its size, by adds."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = _cbr(3, 16, 2)
+        self.b1, self.down1 = _cbr(16, 16), _cbr(16, 32, 2)
+        self.b2, self.down2 = _cbr(32, 32), _cbr(32, 32, 2)
+        self.b3 = _cbr(32, 32)
+        self.fuse21, self.fuse31 = nn.Conv2d(32, 16, 1), nn.Conv2d(32, 16, 1)
+        self.fuse32, self.down12 = nn.Conv2d(32, 32, 1), _cbr(16, 32, 2)
+        self.head = nn.Linear(16 + 32 + 32, 10)
+
+    def forward(self, x):
+        x = self.stem(x)
+        h1, h2 = self.b1(x), self.b2(self.down1(x))
+        h3 = self.b3(self.down2(h2))
+        o1 = F.relu(h1 + F.interpolate(self.fuse21(h2), scale_factor=2)
+                    + F.interpolate(self.fuse31(h3), scale_factor=4))
+        o2 = F.relu(h2 + self.down12(h1) + F.interpolate(self.fuse32(h3), scale_factor=2))
+        o3 = F.relu(h3 + F.max_pool2d(h2, 2))
+        pooled = [o.mean((2, 3)) for o in (o1, o2, o3)]
+        return self.head(torch.cat(pooled, 1))
+
+
+def hrnet(image: int = 32):
+    torch.manual_seed(0)
+    return _HRNet().eval(), (torch.randn(1, 3, image, image),)
+
+
+def hidden_transpose(size: int = 32):
+    """x -> doubled -> transposed by a kernel that does not declare its read -> doubled twice.
+
+    The doubled tensor dies at the transpose, which is the same size: a rule that trusted
+    the declared reads would write the transpose over its own input.
+    """
+    import tvm
+    from tvm.script import ir as I
+    from tvm.script import relax as R
+    from tvm.script import tirx as T
+
+    from planner.tvm.zoo.network import Network
+
+    n = size
+
+    @I.ir_module
+    class Module:
+        @T.prim_func(private=True, s_tir=True)
+        def double(a: T.Buffer((n, n), "float32"), b: T.Buffer((n, n), "float32")):
+            for i, j in T.grid(n, n):
+                with T.sblock("double"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    b[vi, vj] = a[vi, vj] * T.float32(2)
+
+        @T.prim_func(private=True, s_tir=True)
+        def transpose(a: T.Buffer((n, n), "float32"), b: T.Buffer((n, n), "float32")):
+            for i, j in T.grid(n, n):
+                with T.sblock("transpose"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    T.reads()
+                    T.writes(b[vi, vj])
+                    b[vi, vj] = a[vj, vi]
+
+        @R.function
+        def main(x: R.Tensor((n, n), "float32")) -> R.Tensor((n, n), "float32"):
+            cls = Module
+            with R.dataflow():
+                y = R.call_tir(cls.double, (x,), out_ty=R.Tensor((n, n), "float32"))
+                z = R.call_tir(cls.transpose, (y,), out_ty=R.Tensor((n, n), "float32"))
+                w = R.call_tir(cls.double, (z,), out_ty=R.Tensor((n, n), "float32"))
+                out = R.call_tir(cls.double, (w,), out_ty=R.Tensor((n, n), "float32"))
+                R.output(out)
+            return out
+
+    assert isinstance(Module, tvm.IRModule)
+    return Network("hidden_transpose", Module, ["x"], [(n, n)], ["float32"], entry="main")
+
+
+def dense_blocks(image: int = 32):
+    """torchvision's DenseNet with two short blocks: every layer concatenates all earlier
+    features again, and the concatenation is fused with the batch norm and ReLU after it."""
+    from planner.tvm.zoo.torchvision_source import import_torchvision
+
+    torchvision = import_torchvision()
+    torch.manual_seed(0)
+    model = torchvision.models.DenseNet(
+        growth_rate=8, block_config=(3, 3), num_init_features=16, bn_size=2, num_classes=10,
+    )
+    return model.eval(), (torch.randn(1, 3, image, image),)

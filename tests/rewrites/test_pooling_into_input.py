@@ -1,0 +1,56 @@
+"""Case 1: the average pooling writes its (smaller) result into the start of the conv
+output it reads, which dies there."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.tvm import lowering
+from planner.tvm.compile import STOCK, _prepare, compile_model
+from planner.tvm.rewrites import find_rewrites, inline_pool_padding
+from planner.tvm.zoo import ModelSource, build_network
+
+pytestmark = pytest.mark.slow
+
+CASE = {"resolution": 8, "channels": 16}
+
+
+def _rewrites(params):
+    network = build_network(ModelSource("zoo:pool_reuse", params)).bind_weights(0)
+    mod = network.mod
+    if network.shape_bounds:
+        entry = next(g for g in mod.functions if g.name_hint == network.entry)
+        mod[entry] = mod[entry].with_attr("tir_var_upper_bound", network.shape_bounds)
+    lowered = lowering.lower_to_allocations(mod, lowering.make_target("llvm"))
+    inlined, _ = inline_pool_padding(lowered)
+    variant = _prepare(inlined, network.entry, network.shape_bounds, True)
+    rewrites = find_rewrites(variant.module, variant.by_binding)
+    return variant.by_binding.by_name(), rewrites
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "symbolic"])
+def test_the_pooled_tensor_starts_where_the_conv_output_it_reads_starts(dynamic):
+    tensors, rewrites = _rewrites({**CASE, "dynamic": dynamic})
+
+    ((_, conv_out, pooled),) = [r for r in rewrites.inplace if r[0] == "avg_pool2d"]
+    assert rewrites.find(pooled) == rewrites.find(conv_out)
+    # A quarter of the conv output: 8x8x16 halves, pooled 2x2.
+    assert tensors[pooled].size * 4 == tensors[conv_out].size == 8 * 8 * 16 * 2
+
+
+def test_pooling_into_its_input_computes_the_stock_outputs_at_the_same_offset(tmp_path):
+    strategies = [STOCK, "best-fit+rewrites"]
+    reports = {r.strategy: r for r in compile_model(
+        ModelSource("zoo:pool_reuse", CASE), strategies, repeat=1, memory_configs=(),
+        artifacts_dir=tmp_path,
+    )}
+
+    rewritten = reports["best-fit+rewrites"]
+    assert rewritten.outputs_match is True, rewritten.error
+    ((_, conv_out, pooled),) = [r for r in rewritten.rewrites["inplace"] if r[0] == "avg_pool2d"]
+    plan = json.loads(Path(rewritten.artifacts["plan.json"]).read_text())
+    offsets = {t["id"]: t["offset"] for t in plan["tensors"]}
+    # The built plan puts the pooled tensor on the first bytes of the conv output: the
+    # pooled tensor's own bytes are what the rewrite saves.
+    assert offsets[pooled] == offsets[conv_out]

@@ -1,0 +1,65 @@
+"""Small PyTorch networks with the shapes that broke the wing on torchvision's models.
+
+Loaded as ``tests/tvm/torch_models.py:NAME`` model sources, so they go through
+``torch.export`` and TVM's importer like a tracked repository's models do.
+"""
+
+import torch
+from torch import nn
+
+
+class _Chunked(nn.Module):
+    """ShuffleNet's pattern: split the channels, work on one half, keep the other, shuffle."""
+
+    def __init__(self, channels: int = 8):
+        super().__init__()
+        self.stem = nn.Conv2d(3, channels, 3, padding=1)
+        self.branch = nn.Sequential(
+            nn.Conv2d(channels // 2, channels // 2, 1), nn.ReLU(),
+            nn.Conv2d(channels // 2, channels // 2, 3, padding=1), nn.ReLU(),
+        )
+        self.head = nn.Conv2d(channels, 4, 1)
+
+    def forward(self, x):
+        x = self.stem(x)
+        kept, worked = x.chunk(2, dim=1)
+        x = torch.cat((kept, self.branch(worked)), dim=1)
+        n, c, h, w = x.shape
+        x = x.view(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        return self.head(x)
+
+
+def chunked(image: int = 16):
+    torch.manual_seed(0)
+    return _Chunked(), (torch.randn(1, 3, image, image),)
+
+
+class _Classifier(nn.Module):
+    def __init__(self, features: int, classes: int):
+        super().__init__()
+        self.fc = nn.Linear(features, classes)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+def classifier(features: int = 256, classes: int = 512):
+    """A linear layer: its weight is transposed for the matmul, which only weights feed."""
+    torch.manual_seed(0)
+    return _Classifier(features, classes), (torch.randn(1, features),)
+
+
+class _Embedding(nn.Module):
+    def __init__(self, vocabulary: int, width: int):
+        super().__init__()
+        self.table = nn.Embedding(vocabulary, width)
+        self.out = nn.Linear(width, 8)
+
+    def forward(self, tokens):
+        return self.out(self.table(tokens).mean(dim=1))
+
+
+def embedding(vocabulary: int = 50, width: int = 16):
+    """Token ids: integers whose only meaningful values are the table's rows."""
+    torch.manual_seed(0)
+    return _Embedding(vocabulary, width), (torch.zeros(1, 12, dtype=torch.int64),)
