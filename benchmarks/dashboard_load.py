@@ -11,11 +11,15 @@
    one board, with a run per commit and a few open alerts, through ``COPY`` (an existing
    history of the same size is reused unless ``--fresh``; ``--skip-load`` only measures).
 2. Starts the real server (gunicorn, ``DJANGO_DEBUG=0``) against that database on loopback.
-3. Requests the overview, a model's trend page and its trend API a bounded number of times
-   from a few threads, after a warm-up, and prints p50/p95 latency per page.
+3. Requests the overview, a model's trend page, its trend API and commit comparisons a
+   bounded number of times from ``--concurrency`` threads, after a warm-up, and prints
+   p50/p95 latency per page. With ``--cold`` (needs ``--redis``) each request is preceded by
+   a FLUSHDB of the server's Redis database, so no page is served from the cache: what the
+   precomputed series summaries give on their own.
 
-Targets: trend page and API p95 < 150 ms, overview p95 < 250 ms. The first request for a
-model's trend computes it from the database and is reported apart ("cold").
+Targets (p95, 10 concurrent clients, cache cleared before each request): trend page and
+API < 150 ms, overview < 250 ms, compare < 300 ms. Without ``--cold`` the first request for
+each model's trend is also reported apart ("trend API, first").
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TARGETS_MS = {"overview": 250, "trend page": 150, "trend API": 150}
+TARGETS_MS = {"overview": 250, "trend page": 150, "trend API": 150, "compare": 300}
 STRATEGY_NAMES = [
     "tvm-stock", "none", "tvm-token-reuse", "greedy-by-size", "greedy-by-conflicts",
     "hill-climb", "best-fit", "best-fit+rewrites",
@@ -58,7 +62,11 @@ def parse_args(argv=None):
     )
     parser.add_argument("--fresh", action="store_true", help="drop and reload the history")
     parser.add_argument("--requests", type=int, default=200, help="timed requests per page")
-    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument(
+        "--cold", action="store_true",
+        help="clear the server's cache (FLUSHDB of --redis) before every request",
+    )
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--port", type=int, default=0, help="0: any free loopback port")
     parser.add_argument("--load-only", action="store_true")
@@ -150,11 +158,12 @@ def load_history(args) -> None:
     """One repository's history, bulk-loaded: commits, runs, results, then a few alerts."""
     from django.db import connection
 
-    from dashboard.models import Board, Model, Repository, Strategy
+    from dashboard.models import Board, Model, Repository, Strategy, default_toolchain
 
     rng = random.Random(20261101)
     repository = Repository.objects.create(name="bench", clone_url="/nonexistent/bench.git")
     board = Board.objects.create(name="cpu")
+    toolchain = default_toolchain()
     strategies = [Strategy.objects.create(name=n) for n in STRATEGY_NAMES[: args.strategies]]
     models = [
         Model.objects.create(repository=repository, name=f"model-{i:02d}", source="zoo:bench")
@@ -173,10 +182,11 @@ def load_history(args) -> None:
     runs = Copy(raw, "dashboard_run", [
         "id", "repository_id", "commit_id", "status", "trigger", "progress_done",
         "progress_total", "created_at", "started_at", "finished_at", "error", "log",
+        "approved_by",
     ], after=(commits,))
     results = Copy(raw, "dashboard_result", [
-        "id", "run_id", "commit_id", "model_id", "strategy_id", "board_id", "status",
-        "planned_bytes", "intermediate_bytes", "output_bytes", "measured_peak_bytes",
+        "id", "run_id", "commit_id", "model_id", "strategy_id", "board_id", "toolchain_id",
+        "status", "planned_bytes", "intermediate_bytes", "output_bytes", "measured_peak_bytes",
         "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "latency_samples_ms",
         "outputs_match", "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version",
         "target", "environment", "details", "error", "created_at", "cache_key",
@@ -196,7 +206,7 @@ def load_history(args) -> None:
         parent = sha
         runs.row(
             commit_id, repository.pk, commit_id, "succeeded", "bench", per_run, per_run,
-            when, when, when + timedelta(minutes=20), "", "",
+            when, when, when + timedelta(minutes=20), "", "", "",
         )
         for m, model in enumerate(models):
             # Planned bytes are exact: most commits leave a model alone, a few change it.
@@ -211,7 +221,8 @@ def load_history(args) -> None:
                 latency = base_latency[m] * (1 + 0.04 * s) * rng.uniform(0.97, 1.05)
                 samples = [round(latency * rng.uniform(0.98, 1.02), 4) for _ in range(3)]
                 results.row(
-                    result_id, commit_id, commit_id, model.pk, strategy.pk, board.pk, "ok",
+                    result_id, commit_id, commit_id, model.pk, strategy.pk, board.pk, toolchain,
+                    "ok",
                     planned, planned - 4096, 4096, int(planned * 1.07) + 65_536,
                     int(base_bytes[m] * 0.78), round(latency, 4), round(latency * 1.1, 4),
                     samples, True, 0.0, 1.5, None, "0.27.0.post1", "llvm",
@@ -228,10 +239,11 @@ def load_history(args) -> None:
             f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"
         )
     growths = [g for g in growths if g[0] > 1]
-    _open_alerts(cursor, repository.pk, board.pk, models, strategies, growths[-40:])
+    _open_alerts(cursor, repository.pk, board.pk, toolchain, models, strategies, growths[-40:])
 
 
-def _open_alerts(cursor, repository_id, board_id, models, strategies, growths) -> None:
+def _open_alerts(cursor, repository_id, board_id, toolchain_id, models, strategies,
+                 growths) -> None:
     """The last bytes growths as open alerts, as detection would have raised them."""
     per_commit = len(models) * len(strategies)
     now = datetime.now(UTC)
@@ -241,11 +253,11 @@ def _open_alerts(cursor, repository_id, board_id, models, strategies, growths) -
         baseline_id = result_id - per_commit
         cursor.execute(
             "INSERT INTO dashboard_alert (repository_id, commit_id, run_id, result_id,"
-            " baseline_id, model_id, strategy_id, board_id, kind, baseline_value, value,"
-            " state, created_at, updated_at) VALUES"
-            " (%s, %s, %s, %s, %s, %s, %s, %s, 'bytes', %s, %s, 'new', %s, %s)",
+            " baseline_id, model_id, strategy_id, board_id, toolchain_id, kind,"
+            " baseline_value, value, state, created_at, updated_at) VALUES"
+            " (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'bytes', %s, %s, 'new', %s, %s)",
             [repository_id, commit_id, commit_id, result_id, baseline_id, models[m].pk,
-             strategies[s].pk, board_id, before, after, now, now],
+             strategies[s].pk, board_id, toolchain_id, before, after, now, now],
         )
 
 
@@ -289,8 +301,9 @@ def start_server(url: str, port: int, workers: int, redis: str = "") -> subproce
     raise SystemExit("the server did not start within 60 s")
 
 
-def measure(urls: list[str], requests: int, concurrency: int) -> list[float]:
-    """Seconds per request: ``requests`` GETs spread over ``concurrency`` threads."""
+def measure(urls: list[str], requests: int, concurrency: int, before=None) -> list[float]:
+    """Seconds per request: ``requests`` GETs spread over ``concurrency`` threads, each
+    after calling ``before`` (untimed) when given."""
     timings: list[float] = []
     lock = threading.Lock()
     counter = iter(range(requests))
@@ -302,6 +315,8 @@ def measure(urls: list[str], requests: int, concurrency: int) -> list[float]:
             if i is None:
                 return
             url = urls[i % len(urls)]
+            if before is not None:
+                before()
             began = time.perf_counter()
             with urllib.request.urlopen(url, timeout=30) as response:
                 response.read()
@@ -354,17 +369,36 @@ def main(argv=None) -> int:
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
         connection.set_autocommit(old_autocommit)
+        analysed_in = time.perf_counter() - began
+        began = time.perf_counter()
+        # What recording each result would have stored, for the whole history at once.
+        from dashboard import actions
+
+        series = actions.summarise_all_series()
         print(
             f"loaded {expected:,} results in {loaded_in:.0f} s,"
-            f" VACUUM ANALYZE {time.perf_counter() - began:.0f} s",
+            f" VACUUM ANALYZE {analysed_in:.0f} s,"
+            f" {series} series summarised in {time.perf_counter() - began:.0f} s",
             flush=True,
         )
     if args.load_only:
         return 0
-    from dashboard.models import Model
+    from dashboard.models import Commit, Model
 
     model_ids = list(Model.objects.order_by("id").values_list("id", "name"))
+    # Neighbouring commits spread over the history, as an alert's "compare" link opens.
+    shas = list(Commit.objects.order_by("committed_at", "id").values_list("sha", flat=True))
+    step = max(1, len(shas) // 20)
+    pairs = [(shas[i - 1], shas[i]) for i in range(step, len(shas), step)][:20]
     connection.close()
+    if args.cold and not args.redis:
+        raise SystemExit("--cold clears the server's cache in Redis: give --redis")
+    before = None
+    if args.cold:
+        import redis
+
+        client = redis.Redis.from_url(args.redis)
+        before = client.flushdb
 
     port = args.port or free_port()
     server = start_server(url, port, args.workers, args.redis)
@@ -373,19 +407,20 @@ def main(argv=None) -> int:
         "overview": [f"{base}/"],
         "trend page": [f"{base}/repos/bench/models/{name}/" for _, name in model_ids],
         "trend API": [f"{base}/api/models/{pk}/trend/" for pk, _ in model_ids],
+        "compare": [f"{base}/repos/bench/compare/{a[:12]}...{b[:12]}/" for a, b in pairs],
     }
     rows = []
     try:
         # Cold: the first request for each model computes its payload (then cached as JSON
         # bytes, in Redis with --redis so every worker shares it, keyed by the model's
         # results and alerts).
-        cold = measure(pages["trend API"], len(pages["trend API"]), 1)
-        rows.append(("trend API, cold", cold, sum(cold), 0))
+        first = measure(pages["trend API"], len(pages["trend API"]), 1)
+        rows.append(("trend API, first", first, sum(first), 0))
         for name, urls in pages.items():
-            # Warm-up: connections, and every page cached in every worker.
-            measure(urls, 3 * args.workers * len(urls), args.concurrency)
+            # Warm-up: connections, and (unless --cold) every page cached in every worker.
+            measure(urls, 3 * args.workers * len(urls), args.concurrency, before)
             began = time.perf_counter()
-            timings = measure(urls, args.requests, args.concurrency)
+            timings = measure(urls, args.requests, args.concurrency, before)
             wall = time.perf_counter() - began
             with urllib.request.urlopen(urls[0], timeout=30) as response:
                 size = len(response.read())
@@ -398,7 +433,8 @@ def main(argv=None) -> int:
     print(
         f"\n{args.commits:,} commits x {args.models} models x {args.strategies} strategies"
         f" = {expected:,} results; {args.requests} requests per page,"
-        f" {args.concurrency} concurrent, gunicorn {args.workers} workers\n"
+        f" {args.concurrency} concurrent, gunicorn {args.workers} workers,"
+        f" {'cache cleared before each request' if args.cold else 'cache kept'}\n"
     )
     print("| page | p50 ms | p95 ms | max ms | req/s | response | target p95 | met |")
     print("|---|---|---|---|---|---|---|---|")

@@ -32,7 +32,10 @@ from dashboard.models import (
     Repository,
     Result,
     Run,
+    Series,
     Strategy,
+    Toolchain,
+    TrendSnapshot,
     WebhookDelivery,
 )
 from dashboard.redaction import redact
@@ -149,11 +152,28 @@ def append_log(run: Run, line: str) -> None:
     Run.objects.filter(pk=run.pk).update(log=Concat(F("log"), Value(f"{stamp} {line}\n")))
 
 
+def record_toolchain(spec: str, *, tvm_version: str = "", tvm_git_hash: str = "") -> Toolchain:
+    """The Toolchain row of ``spec`` (empty: the worker's environment), with the TVM version
+    and git hash its latest probe or compile found, when known."""
+    toolchain, _ = Toolchain.objects.get_or_create(spec=spec)
+    changed = {
+        name: value
+        for name, value in (("tvm_version", tvm_version), ("tvm_git_hash", tvm_git_hash))
+        if value and getattr(toolchain, name) != value
+    }
+    if changed:
+        Toolchain.objects.filter(pk=toolchain.pk).update(**changed)
+        for name, value in changed.items():
+            setattr(toolchain, name, value)
+    return toolchain
+
+
 def record_result(
     run: Run, *, model: str, strategy: str, board: str, report: StrategyReport,
-    cache_key: str = "",
+    cache_key: str = "", toolchain: str = "",
 ) -> Result:
-    """Store one finished model x strategy x board; count it once even if redelivered."""
+    """Store one finished model x strategy x board x toolchain; count it once even if
+    redelivered. ``toolchain`` is the spec compiled with (empty: the worker's own TVM)."""
     latency = report.latency_ms or {}
     details = {
         "tolerance": report.tolerance,
@@ -166,6 +186,11 @@ def record_result(
         "peak": report.peak,
         "rewrites": report.rewrites,
         "shape_bounds": report.shape_bounds,
+        # Bounds of the problem a plan really solved, where that differs from the model's.
+        "rewritten_lower_bound_bytes": report.rewritten_lower_bound_bytes,
+        "program_order_lower_bound_bytes": report.program_order_lower_bound_bytes,
+        "chosen_order_lower_bound_bytes": report.chosen_order_lower_bound_bytes,
+        "order": report.order,
     }
     if report.board is not None:
         details["board"] = report.board.to_json()
@@ -193,18 +218,27 @@ def record_result(
         "details": details,
         "error": redact(report.error or ""),
     }
-    result = _store_result(run, model=model, strategy=strategy, board=board, fields=fields)
+    row = record_toolchain(
+        toolchain, tvm_version=report.tvm_version,
+        tvm_git_hash=report.environment.get("tvm_git_hash", "") if report.ok else "",
+    )
+    result = _store_result(
+        run, model=model, strategy=strategy, board=board, fields=fields, toolchain=row
+    )
     for name, path in report.artifacts.items():
         attach_artifact(result, name, Path(path))
     return result
 
 
-def _store_result(run: Run, *, model: str, strategy: str, board: str, fields: dict) -> Result:
+def _store_result(
+    run: Run, *, model: str, strategy: str, board: str, fields: dict, toolchain: Toolchain
+) -> Result:
     keys = {
         "run": run,
         "model": Model.objects.get(repository=run.repository, name=model),
         "strategy": Strategy.objects.get_or_create(name=strategy)[0],
         "board": register_board(board),
+        "toolchain": toolchain,
     }
     with transaction.atomic():
         try:
@@ -217,7 +251,101 @@ def _store_result(run: Run, *, model: str, strategy: str, board: str, fields: di
             created = False
         if created:
             Run.objects.filter(pk=run.pk).update(progress_done=F("progress_done") + 1)
+        # Recomputed from the series' results, not incremented: a redelivered or rerun
+        # result is counted once, and one that turned from ok to failed leaves the line.
+        summarise_series(series_key(result))
     return result
+
+
+def series_key(result: Result) -> tuple[int, int, int, int]:
+    return (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+
+
+def summarise_series(key: tuple[int, int, int, int], *, snapshot: bool = True) -> Series | None:
+    """Store what pages show of the series ``key`` (model, strategy, board, toolchain ids):
+    its newest result, its commit count, the points its chart draws and its overview cell;
+    then (unless not ``snapshot``) its model's trend snapshot. None (and no row) when it
+    has no successful result left."""
+    from dashboard.overview import latest_cell_html
+    from dashboard.trends import series_points
+
+    model_id, strategy_id, board_id, toolchain_id = key
+    ids = {"model_id": model_id, "strategy_id": strategy_id, "board_id": board_id,
+           "toolchain_id": toolchain_id}
+    with transaction.atomic():
+        # Taken before reading the results: a worker recording another result of this
+        # series waits here, then reads ours too, so the last to write has seen both.
+        series = Series.objects.select_for_update().filter(**ids).first()
+        if series is None:
+            if not Result.objects.succeeded().filter(**ids).exists():
+                return None
+            # The row must exist to be locked; a concurrent creator makes this a no-op.
+            Series.objects.bulk_create([Series(**ids)], ignore_conflicts=True)
+            series = Series.objects.select_for_update().get(**ids)
+        summary = series_points(key)
+        if not summary.commits:
+            series.delete()
+        else:
+            series.points = summary.points
+            series.commits = summary.commits
+            series.latest_result_id = summary.latest_result_id
+            series.latest_html = latest_cell_html(series)
+            series.save()
+        if snapshot:
+            materialise_trend(model_id)
+    return series if summary.commits else None
+
+
+def materialise_trend(model_id: int) -> None:
+    """Store the model's unfiltered trend as the API serves it (less its alerts), from its
+    series as they are now: an unfiltered trend is then one row to read."""
+    from dashboard.trends import snapshot_of
+
+    model = Model.objects.filter(pk=model_id).select_related("repository").first()
+    if model is None:
+        return
+    TrendSnapshot.objects.update_or_create(model=model, defaults=snapshot_of(model))
+
+
+def summarise_all_series() -> int:
+    """Summarise every series with results (a backfill: results loaded in bulk, or recorded
+    before series were summarised); returns how many series there are."""
+    keys = set(
+        Result.objects.succeeded()
+        .order_by()
+        .values_list("model_id", "strategy_id", "board_id", "toolchain_id")
+        .distinct()
+    )
+    for key in sorted(keys):
+        summarise_series(key, snapshot=False)
+    Series.objects.exclude(
+        pk__in=[s.pk for s in Series.objects.with_points(False) if s.key in keys]
+    ).delete()
+    for model_id in sorted({key[0] for key in keys}):
+        materialise_trend(model_id)
+    TrendSnapshot.objects.exclude(model_id__in={key[0] for key in keys}).delete()
+    return len(keys)
+
+
+def forget_result(result: Result) -> None:
+    """A Result is being removed (with its run, commit or repository, or in the admin):
+    its series is summarised again once the removal is committed, once per transaction
+    however many of its results go."""
+    key = series_key(result)
+    connection = transaction.get_connection()
+    if any(getattr(hook, "series_key", None) == key for _, hook, _ in connection.run_on_commit):
+        return
+    transaction.on_commit(_SummariseAgain(key))
+
+
+class _SummariseAgain:
+    """An on-commit hook that says which series it is for, so it is registered once."""
+
+    def __init__(self, key: tuple[int, int, int, int]):
+        self.series_key = key
+
+    def __call__(self) -> None:
+        summarise_series(self.series_key)
 
 
 #: What a reused Result copies from the compile it reuses.
@@ -231,7 +359,7 @@ _REUSED_FIELDS = (
 
 def reuse_result(run: Run, *, model: str, strategy: str, board: str, source: Result) -> Result:
     """Record ``source``'s figures for ``run`` without compiling: the same model content was
-    compiled before with the same strategy, TVM version and target.
+    compiled before with the same strategy, toolchain, TVM version and target.
 
     Artifacts are shared, not copied: the new rows point at the files ``source`` owns.
     """
@@ -239,7 +367,10 @@ def reuse_result(run: Run, *, model: str, strategy: str, board: str, source: Res
     fields["commit_id"] = run.commit_id
     fields["details"] = {**source.details, "reused_from": source.pk}
     fields["reused_from"] = source
-    result = _store_result(run, model=model, strategy=strategy, board=board, fields=fields)
+    result = _store_result(
+        run, model=model, strategy=strategy, board=board, fields=fields,
+        toolchain=source.toolchain,
+    )
     for artifact in source.artifacts.all():
         Artifact.objects.update_or_create(
             result=result,
@@ -334,6 +465,7 @@ def detect_regressions(run: Run) -> list[Alert]:
     from dashboard.detection import find_regressions
 
     alerts = []
+    alerted: set[tuple[int, int, int, int]] = set()
     for finding in find_regressions(run):
         alert, created = Alert.objects.get_or_create(
             result=finding.result,
@@ -346,6 +478,7 @@ def detect_regressions(run: Run) -> list[Alert]:
                 "model": finding.result.model,
                 "strategy": finding.result.strategy,
                 "board": finding.result.board,
+                "toolchain_id": finding.result.toolchain_id,
                 "baseline_value": finding.baseline_value,
                 "value": finding.value,
                 "p_value": finding.p_value,
@@ -353,7 +486,14 @@ def detect_regressions(run: Run) -> list[Alert]:
         )
         if created:
             append_log(run, f"alert: {alert}")
+            alerted.add(series_key(finding.result))
         alerts.append(alert)
+    # The chart marks each alert at its commit, so its series keeps that point; each model's
+    # snapshot is stored once, after its last series.
+    for key in sorted(alerted):
+        summarise_series(key, snapshot=False)
+    for model_id in sorted({key[0] for key in alerted}):
+        materialise_trend(model_id)
     return alerts
 
 
@@ -363,6 +503,17 @@ def triage_alert(alert: Alert, state: str) -> Alert:
     alert.state = state
     alert.save(update_fields=["state", "updated_at"])
     return alert
+
+
+def triage_commit_alerts(commit: Commit, state: str) -> int:
+    """Give every open alert of ``commit`` the state ``state`` at once: a commit that
+    meant to change its models is triaged in one step. Returns how many changed."""
+    if state not in Alert.State.values:
+        raise ValueError(f"unknown alert state {state!r}; known: {', '.join(Alert.State.values)}")
+    return (
+        Alert.objects.filter(commit=commit).open().exclude(state=state)
+        .update(state=state, updated_at=timezone.now())
+    )
 
 
 def set_series_threshold(model: Model, strategy: Strategy, board: Board, threshold: int):

@@ -12,10 +12,11 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 
 from dashboard.api_params import ID_SCHEMA, MAX_BIGINT, enum_param, int_param
 from dashboard.models import Artifact, Commit, Model, Repository, Result, Run
-from dashboard.trends import trend
+from dashboard.trends import find_toolchain, trend
 
 
 class RepositorySerializer(serializers.ModelSerializer):
@@ -117,6 +118,11 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         parameters=[
             OpenApiParameter("board", str, description="only results on this board"),
             OpenApiParameter("branch", str, description="only commits on this branch"),
+            OpenApiParameter(
+                "toolchain", str,
+                description="only results compiled with this toolchain (its id or spec);"
+                " default: every toolchain the model has results for",
+            ),
         ],
         responses=inline_serializer(
             "Trend",
@@ -124,6 +130,7 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
                 "model": serializers.DictField(),
                 "board": serializers.CharField(allow_null=True),
                 "branch": serializers.CharField(allow_null=True),
+                "toolchain": serializers.DictField(allow_null=True),
                 "max_points": serializers.IntegerField(),
                 "point_fields": serializers.ListField(child=serializers.CharField()),
                 "commits": serializers.ListField(child=serializers.DictField()),
@@ -140,10 +147,15 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         array of ``point_fields`` whose first item indexes ``commits``, with a seventh item,
         the point's run page, where it is not its commit's ``run_url``."""
         model = self.get_object()
+        try:
+            toolchain = find_toolchain(request.query_params.get("toolchain", ""))
+        except LookupError as unknown:
+            raise ValidationError({"toolchain": str(unknown)}) from unknown
         payload = trend(
             model,
             board=request.query_params.get("board", ""),
             branch=request.query_params.get("branch", ""),
+            toolchain=toolchain,
         )
         # The cached bytes as they are: no parsing or re-serialising per request.
         return HttpResponse(payload.json, content_type="application/json")

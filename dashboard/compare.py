@@ -1,5 +1,6 @@
 """Comparisons: two commits, a pull request and its merge base, a branch and the default
-branch, two strategies on one commit, and the plans of two Results tensor by tensor.
+branch, two strategies or two toolchains on one commit, and the plans of two Results tensor
+by tensor.
 
 Plain functions over rows: the pages, the JSON and the pull request comment share them.
 """
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass
 
-from dashboard.models import Commit, Repository, Result
+from dashboard.models import Commit, Repository, Result, Toolchain
 
 log = logging.getLogger(__name__)
 
@@ -27,18 +29,23 @@ def _delta(base, head) -> tuple[float | None, float | None]:
 
 @dataclass
 class ComparisonRow:
-    """One series (model x strategy x board, or model x board for strategies) side by side."""
+    """One series (model x strategy x board x toolchain, or without the strategy or the
+    toolchain when those are what is compared) side by side."""
 
     model: str
     strategy: str
     board: str
     base: Result | None
     head: Result | None
+    #: The toolchain spec of both sides ("" the worker's own); what toolchains compare.
+    toolchain: str = ""
 
     @property
-    def series_ids(self) -> tuple[int, int, int] | None:
+    def series_ids(self) -> tuple[int, int, int, int] | None:
         result = self.head or self.base
-        return (result.model_id, result.strategy_id, result.board_id) if result else None
+        if result is None:
+            return None
+        return (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
 
     @property
     def base_bytes(self):
@@ -77,6 +84,7 @@ class ComparisonRow:
             "model": self.model,
             "strategy": self.strategy,
             "board": self.board,
+            "toolchain": self.toolchain,
             "base_result": self.base.pk if self.base else None,
             "head_result": self.head.pk if self.head else None,
             "base_bytes": self.base_bytes,
@@ -90,34 +98,69 @@ class ComparisonRow:
         }
 
 
-def results_of(commit: Commit) -> dict[tuple[str, str, str], Result]:
-    """The newest successful Result of every series at ``commit``."""
+def results_of(commit: Commit) -> dict[tuple[str, str, str, str], Result]:
+    """The newest successful Result of every series at ``commit``, by (model, strategy,
+    board, toolchain spec) names."""
     rows = (
         Result.objects.for_commit(commit)
-        .select_related("model", "strategy", "board", "commit")
+        .select_related("model", "strategy", "board", "toolchain", "commit")
         .prefetch_related("artifacts")
         .newest_by_series()
     )
-    return {(r.model.name, r.strategy.name, r.board.name): r for r in rows.values()}
+    return {
+        (r.model.name, r.strategy.name, r.board.name, r.toolchain.spec): r for r in rows.values()
+    }
 
 
-def compare_commits(base: Commit, head: Commit) -> list[ComparisonRow]:
-    before, after = results_of(base), results_of(head)
+def compare_commits(
+    base: Commit, head: Commit, *, results: tuple[dict, dict] | None = None
+) -> list[ComparisonRow]:
+    """``results``: both commits' ``results_of``, when the caller has read them already."""
+    before, after = results or (results_of(base), results_of(head))
     return [
-        ComparisonRow(*key, before.get(key), after.get(key))
+        ComparisonRow(*key[:3], before.get(key), after.get(key), toolchain=key[3])
         for key in sorted(set(before) | set(after))
+    ]
+
+
+def toolchains_of(commit: Commit) -> list[Toolchain]:
+    """The toolchains ``commit`` has successful results with, oldest TVM first."""
+    found = Toolchain.objects.filter(results__commit=commit, results__status="ok").distinct()
+    return sorted(found, key=toolchain_order)
+
+
+def toolchain_order(toolchain: Toolchain) -> tuple:
+    """Oldest TVM release first; the worker's environment, whose TVM varies, by its version."""
+    parts = []
+    for piece in re.split(r"[.+-]", toolchain.tvm_version or ""):
+        parts.append((0, int(piece), "") if piece.isdigit() else (1, 0, piece))
+    return (parts, toolchain.spec)
+
+
+def compare_toolchains(commit: Commit, base: str, head: str) -> list[ComparisonRow]:
+    """Toolchain ``head`` against toolchain ``base`` (specs) on every model, strategy and
+    board of ``commit``."""
+    pairs: dict[tuple[str, str, str], dict[str, Result]] = {}
+    for (model, strategy, board, spec), result in results_of(commit).items():
+        pairs.setdefault((model, strategy, board), {})[spec] = result
+    return [
+        ComparisonRow(model, strategy, board, by.get(base), by.get(head),
+                      toolchain=f"{base or 'worker'} → {head or 'worker'}")
+        for (model, strategy, board), by in sorted(pairs.items())
+        if base in by or head in by
     ]
 
 
 def compare_strategies(commit: Commit, base: str, head: str) -> list[ComparisonRow]:
     """Strategy ``head`` against strategy ``base`` on every model and board of ``commit``."""
     results = results_of(commit)
-    pairs: dict[tuple[str, str], dict[str, Result]] = {}
-    for (model, strategy, board), result in results.items():
-        pairs.setdefault((model, board), {})[strategy] = result
+    pairs: dict[tuple[str, str, str], dict[str, Result]] = {}
+    for (model, strategy, board, toolchain), result in results.items():
+        pairs.setdefault((model, board, toolchain), {})[strategy] = result
     return [
-        ComparisonRow(model, f"{base} → {head}", board, by.get(base), by.get(head))
-        for (model, board), by in sorted(pairs.items())
+        ComparisonRow(model, f"{base} → {head}", board, by.get(base), by.get(head),
+                      toolchain=toolchain)
+        for (model, board, toolchain), by in sorted(pairs.items())
         if base in by or head in by
     ]
 
@@ -129,20 +172,22 @@ def group_by_model(rows: list[ComparisonRow]) -> list[tuple[str, list[Comparison
     return sorted(groups.items())
 
 
-def pareto_points(commits: dict[str, Commit]) -> dict:
-    """Per model, planned bytes against latency of every strategy, for each labelled commit.
+def pareto_points(commits: dict[str, Commit], results: dict[str, dict] | None = None) -> dict:
+    """Per model, planned bytes against latency of every strategy, for each labelled commit
+    (``results``: the commits' ``results_of`` by label, when the caller has them).
 
     The chart script (frontend/src/compare.js) draws one scatter per model and marks the
     Pareto front: the strategies no other beats on both memory and latency.
     """
     models: dict[str, dict[str, list]] = {}
     for label, commit in commits.items():
-        for (model, strategy, board), result in results_of(commit).items():
+        of_commit = results[label] if results else results_of(commit)
+        for (model, strategy, board, toolchain), result in of_commit.items():
             if result.planned_bytes is None or result.latency_median_ms is None:
                 continue
             models.setdefault(model, {}).setdefault(label, []).append(
                 {
-                    "strategy": strategy,
+                    "strategy": f"{strategy} ({toolchain})" if toolchain else strategy,
                     "board": board,
                     "planned_bytes": result.planned_bytes,
                     "latency_ms": result.latency_median_ms,

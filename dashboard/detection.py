@@ -8,6 +8,11 @@ samples, and only a median increase of at least the repository's minimum effect 
 The baseline of a commit is found by following first parents (its recorded ``parent_sha``),
 so a commit is compared with its own history, not with whatever ran just before it; a pull
 request's head is compared with its merge base first.
+
+A series is (model, strategy, board, toolchain): a new TVM starts a new line. Where a line
+starts (no earlier result of its toolchain), it is compared with the same model, strategy
+and board under the next older toolchain at the same commit, so a new TVM release that
+makes a model worse alerts once, when it arrives.
 """
 
 from __future__ import annotations
@@ -89,14 +94,17 @@ def find_regressions(run: Run) -> list[Finding]:
     results = list(
         Result.objects.for_run(run)
         .succeeded()
-        .select_related("commit", "model", "strategy", "board")
+        .select_related("commit", "model", "strategy", "board", "toolchain")
     )
     chain = ancestors(run)
-    if not results or not chain:
+    if not results:
         return []
+    findings = toolchain_regressions(run, results, chain)
+    if not chain:
+        return findings
     rank = {commit_id: i for i, commit_id in enumerate(chain)}
     # Per series, the newest successful result of each ancestor commit, nearest first.
-    history: dict[tuple[int, int, int], dict[int, Result]] = {}
+    history: dict[tuple[int, int, int, int], dict[int, Result]] = {}
     earlier = (
         Result.objects.succeeded()
         .filter(
@@ -108,20 +116,19 @@ def find_regressions(run: Run) -> list[Finding]:
         .order_by("id")
     )
     for result in earlier:
-        series = (result.model_id, result.strategy_id, result.board_id)
+        series = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
         history.setdefault(series, {})[result.commit_id] = result
     overrides = {
         (t.model_id, t.strategy_id, t.board_id): t.bytes_threshold
         for t in SeriesThreshold.objects.filter(model__repository=repository)
     }
-    findings = []
     for result in results:
-        series = (result.model_id, result.strategy_id, result.board_id)
+        series = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
         before = sorted(history.get(series, {}).values(), key=lambda r: rank[r.commit_id])
         if not before:
             continue
         nearest = before[0]
-        threshold = overrides.get(series, repository.bytes_threshold)
+        threshold = overrides.get(series[:3], repository.bytes_threshold)
         if (
             result.planned_bytes is not None
             and nearest.planned_bytes is not None
@@ -153,3 +160,70 @@ def find_regressions(run: Run) -> list[Finding]:
                 )
             )
     return findings
+
+
+def toolchain_regressions(run: Run, results: list[Result], chain: list[int]) -> list[Finding]:
+    """Results of ``run`` whose toolchain is new to their series (no result of it at any
+    ancestor in ``chain``) and that are worse than the next older toolchain's result of the
+    same model, strategy and board at the same commit."""
+    from dashboard.compare import toolchain_order
+
+    repository = run.repository
+    at_commit = (
+        Result.objects.for_commit(run.commit)
+        .select_related("toolchain", "commit")
+        .newest_by_series()
+    )
+    if len({key[3] for key in at_commit}) < 2:
+        return []
+    seen_before = set(
+        Result.objects.succeeded()
+        .filter(commit_id__in=chain, model_id__in={r.model_id for r in results})
+        .values_list("model_id", "strategy_id", "board_id", "toolchain_id")
+        .distinct()
+    )
+    overrides = {
+        (t.model_id, t.strategy_id, t.board_id): t.bytes_threshold
+        for t in SeriesThreshold.objects.filter(model__repository=repository)
+    }
+    findings = []
+    for result in results:
+        key = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+        if key in seen_before:
+            continue
+        older = _older_toolchain_result(result, at_commit, toolchain_order)
+        if older is None:
+            continue
+        threshold = overrides.get(key[:3], repository.bytes_threshold)
+        if (
+            result.planned_bytes is not None
+            and older.planned_bytes is not None
+            and bytes_regressed(result.planned_bytes, older.planned_bytes, threshold)
+        ):
+            findings.append(
+                Finding("bytes", result, older, older.planned_bytes, result.planned_bytes)
+            )
+        if result.is_reused or not result.latency_samples_ms or not older.latency_samples_ms:
+            continue
+        regressed, p_value = latency_test(
+            result.latency_samples_ms, older.latency_samples_ms,
+            min_increase=repository.latency_min_increase, alpha=repository.latency_p_value,
+        )
+        if regressed:
+            findings.append(Finding(
+                "latency", result, older, statistics.median(older.latency_samples_ms),
+                statistics.median(result.latency_samples_ms), p_value,
+            ))
+    return findings
+
+
+def _older_toolchain_result(result: Result, at_commit: dict, order) -> Result | None:
+    """The same model, strategy and board at the same commit under the newest toolchain
+    older than ``result``'s; None when its toolchain is the oldest there."""
+    mine = order(result.toolchain)
+    candidates = [
+        other for key, other in at_commit.items()
+        if key[:3] == (result.model_id, result.strategy_id, result.board_id)
+        and key[3] != result.toolchain_id and order(other.toolchain) < mine
+    ]
+    return max(candidates, key=lambda r: order(r.toolchain)) if candidates else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from urllib.parse import urlencode
 
 from django.db import models
 from django.urls import reverse
@@ -15,6 +16,7 @@ from dashboard.querysets import (
     CommitQuerySet,
     ResultQuerySet,
     RunQuerySet,
+    SeriesQuerySet,
 )
 
 
@@ -207,7 +209,9 @@ class Toolchain(models.Model):
         max_length=500,
         unique=True,
         blank=True,
-        help_text="A pip requirement, a wheel file or a TVM source folder; empty: the worker's own.",
+        help_text=(
+            "A pip requirement, a wheel file or a TVM source folder; empty: the worker's own."
+        ),
     )
     tvm_version = models.CharField(max_length=100, blank=True)
     tvm_git_hash = models.CharField(max_length=100, blank=True)
@@ -263,7 +267,11 @@ class Run(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["status"])]
+        indexes = [
+            models.Index(fields=["status"]),
+            # The overview's recent runs: the newest few, without sorting every run.
+            models.Index(fields=["created_at", "id"], name="run_chronological"),
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.commit}"
@@ -382,6 +390,66 @@ class Result(models.Model):
         return self.artifact_named("plan.json") is not None
 
 
+class Series(models.Model):
+    """One line of a trend: a model under one strategy, on one board, with one toolchain.
+
+    Summarised whenever one of its Results is recorded, rerun or removed
+    (``actions.summarise_series``), so pages read a row per line instead of its history.
+    """
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="series")
+    strategy = models.ForeignKey(Strategy, on_delete=models.CASCADE, related_name="+")
+    board = models.ForeignKey(Board, on_delete=models.CASCADE, related_name="+")
+    toolchain = models.ForeignKey(Toolchain, on_delete=models.CASCADE, related_name="+")
+    #: The newest successful Result (latest commit; of one commit run twice, the later run).
+    latest_result = models.ForeignKey(
+        Result, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    #: Commits with a successful Result, each counted once however often it ran.
+    commits = models.PositiveIntegerField(default=0)
+    #: The points worth drawing, oldest first, at most ``trends.MAX_POINTS``: arrays of
+    #: ``trends.STORED_POINT_FIELDS``.
+    points = models.JSONField(default=list, blank=True)
+    #: The overview's cell for this line (newest figures and a sparkline), rendered when it
+    #: was summarised; empty until then.
+    latest_html = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SeriesQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "series"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "strategy", "board", "toolchain"], name="unique_series"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} / {self.strategy} / {self.board} / {self.toolchain}"
+
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        return (self.model_id, self.strategy_id, self.board_id, self.toolchain_id)
+
+
+class TrendSnapshot(models.Model):
+    """A model's trend over every series, as the trend API serves it (less its alerts, read
+    live), stored whenever one of its series is summarised: an unfiltered trend is one row.
+    """
+
+    model = models.OneToOneField(Model, on_delete=models.CASCADE, related_name="trend_snapshot")
+    #: ``"commits":[...],"series":[...]``: the payload's members built from the series.
+    body = models.TextField()
+    #: The trend page's history table (``trends.Trend.history``), and as the page shows it.
+    history = models.JSONField(default=dict)
+    history_html = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"trend of {self.model}"
+
+
 def artifact_path(artifact: Artifact, filename: str) -> str:
     result = artifact.result
     return f"results/{result.run_id}/{result.pk}/{filename}"
@@ -471,6 +539,8 @@ class Alert(models.Model):
     class State(models.TextChoices):
         NEW = "new"
         ACKNOWLEDGED = "acknowledged"
+        #: The commit meant to change the model: closed without being a regression.
+        INTENDED = "intended", "Intended change"
         INVALID = "invalid"
         FIXED = "fixed"
 
@@ -519,7 +589,17 @@ class Alert(models.Model):
     def is_open(self) -> bool:
         return self.state in (self.State.NEW, self.State.ACKNOWLEDGED)
 
+    @property
+    def is_toolchain_change(self) -> bool:
+        """Whether the baseline is another toolchain at the same commit: a new TVM made
+        this series worse, not a commit."""
+        return self.baseline.toolchain_id != self.toolchain_id
+
     def compare_url(self) -> str:
+        if self.is_toolchain_change:
+            query = urlencode({"base": self.baseline.toolchain.spec, "head": self.toolchain.spec})
+            url = reverse("toolchain-compare", args=[self.repository.name, self.commit.sha])
+            return f"{url}?{query}"
         return reverse(
             "compare-commits",
             args=[self.repository.name, self.baseline.commit.sha, self.commit.sha],

@@ -96,7 +96,7 @@ def pull_request_comment(run: Run, base: Commit | None, alerts: list[Alert]) -> 
         "| Model | Strategy | Board | Base | Head | Change | Latency change |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    flagged = {(a.model_id, a.strategy_id, a.board_id) for a in alerts}
+    flagged = {(a.model_id, a.strategy_id, a.board_id, a.toolchain_id) for a in alerts}
     for row in compare_commits(base, run.commit):
         mark = " :warning:" if row.series_ids in flagged else ""
         lines.append(

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db.models import Subquery
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
 
-from dashboard.models import Board, Commit, Model, Repository, Result
-from dashboard.sparklines import Sparkline, sparkline
+from dashboard.models import Board, Model, Repository, Result, Series, Toolchain
+from dashboard.sparklines import sparkline
 
 #: Commits a sparkline on the overview spans.
 SPARK_COMMITS = 30
@@ -16,19 +18,28 @@ SPARK_COMMITS = 30
 
 @dataclass
 class LatestCell:
-    """The newest result of one series, and its planned bytes over the last commits."""
+    """The overview's cell of one series: its newest figures and sparkline, as HTML
+    rendered when the series was summarised (``latest_cell_html``)."""
 
-    result: Result
-    sparkline: Sparkline | None = None
+    strategy: str
+    html: str
 
 
 @dataclass
 class LatestRow:
-    """One model on one board, with its newest result under each strategy."""
+    """One model on one board with one toolchain, with its newest result per strategy."""
 
     model: Model
     board: Board
+    toolchain: Toolchain
     cells: list[LatestCell | None] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return (
+            f"{self.model.get_absolute_url()}?board={self.board.name}"
+            f"&toolchain={self.toolchain.pk}"
+        )
 
 
 @dataclass
@@ -37,36 +48,40 @@ class RepositoryOverview:
     strategies: list[str]
     rows: list[LatestRow]
     untested_models: list[Model]
+    #: Whether rows differ by toolchain, so the table names it.
+    toolchains: bool = False
 
 
 def repository_overviews() -> list[RepositoryOverview]:
-    """Every repository's models with the newest figures per strategy and board."""
-    latest = Result.objects.latest_per_series().select_related(
-        "model", "strategy", "board", "commit", "run"
+    """Every repository's models with the newest figures per strategy and board.
+
+    Each line's cell was rendered when it was summarised: one query for the lines, one for
+    the repositories and models, whatever the history's length.
+    """
+    by_repository: dict[int, dict[tuple[int, int, int], list[Series]]] = {}
+    lines = Series.objects.with_points(False).filter(latest_result__isnull=False).select_related(
+        "model"
     )
-    by_repository: dict[int, dict[tuple[int, int], dict[str, Result]]] = {}
-    for result in latest:
-        series = by_repository.setdefault(result.model.repository_id, {})
-        series.setdefault((result.model_id, result.board_id), {})[result.strategy.name] = result
+    for line in lines:
+        by_repository.setdefault(line.model.repository_id, {}).setdefault(
+            (line.model_id, line.board_id, line.toolchain_id), []
+        ).append(line)
     overviews = []
     for repository in Repository.objects.prefetch_related("models"):
         series = by_repository.get(repository.pk, {})
-        lines = _recent_planned_bytes(repository) if series else {}
-        strategies = sorted({name for cells in series.values() for name in cells})
+        strategies = sorted({line.strategy.name for row in series.values() for line in row})
         models = {model.pk: model for model in repository.models.all()}
         rows = []
-        for (model_id, _), cells in series.items():
-            board = next(iter(cells.values())).board
-            row = LatestRow(models[model_id], board)
-            for name in strategies:
-                result = cells.get(name)
-                if result is None:
-                    row.cells.append(None)
-                    continue
-                values = lines.get((result.model_id, result.strategy_id, result.board_id))
-                row.cells.append(LatestCell(result, sparkline(values) if values else None))
-            rows.append(row)
-        rows.sort(key=lambda row: (row.model.name, row.board.name))
+        for (model_id, _, _), row_lines in series.items():
+            cells = {line.strategy.name: _cell(line) for line in row_lines}
+            first = row_lines[0]
+            rows.append(
+                LatestRow(
+                    models[model_id], first.board, first.toolchain,
+                    [cells.get(name) for name in strategies],
+                )
+            )
+        rows.sort(key=lambda row: (row.model.name, row.board.name, row.toolchain.spec))
         tested = {row.model.pk for row in rows}
         overviews.append(
             RepositoryOverview(
@@ -74,33 +89,50 @@ def repository_overviews() -> list[RepositoryOverview]:
                 strategies,
                 rows,
                 [model for model in models.values() if model.pk not in tested],
+                toolchains=len({row.toolchain.pk for row in rows}) > 1,
             )
         )
     return overviews
 
 
-def _recent_planned_bytes(repository: Repository) -> dict[tuple[int, int, int], list]:
-    """Planned bytes of every series over the repository's last commits on its default
-    branch, oldest first, None where a series has no result; one query."""
-    recent = (
-        Commit.objects.for_repository(repository)
-        .on_branch(repository.default_branch)
-        .order_by("-committed_at", "-id")
-        .values("id")[:SPARK_COMMITS]
+def _cell(line: Series) -> LatestCell:
+    html = line.latest_html or latest_cell_html(line)  # summarised before cells existed
+    return LatestCell(line.strategy.name, mark_safe(html))  # rendered by our own template
+
+
+def latest_cell_html(line: Series) -> str:
+    """The overview's cell of ``line``: its newest result's planned bytes, measured peak,
+    latency and commit, and a sparkline of its planned bytes over its last
+    ``SPARK_COMMITS`` commits on the repository's default branch."""
+    if line.latest_result_id is None:
+        return ""
+    result = Result.objects.select_related("commit", "run").get(pk=line.latest_result_id)
+    values = recent_planned_bytes(line)
+    return render_to_string(
+        "dashboard/_latest_cell.html",
+        {"result": result, "sparkline": sparkline(values) if values else None},
     )
+
+
+def recent_planned_bytes(line: Series) -> list[int | None]:
+    """Planned bytes of ``line`` at its last ``SPARK_COMMITS`` commits on the default
+    branch, oldest first; of a commit run twice, the newest result's."""
+    branch = Repository.objects.filter(models__pk=line.model_id).values_list(
+        "default_branch", flat=True
+    )[:1]
     rows = (
         Result.objects.succeeded()
-        .filter(commit_id__in=Subquery(recent))
-        .order_by("commit__committed_at", "commit_id", "id")
-        .values_list("model_id", "strategy_id", "board_id", "commit_id", "planned_bytes")
+        .filter(
+            model_id=line.model_id, strategy_id=line.strategy_id, board_id=line.board_id,
+            toolchain_id=line.toolchain_id, commit__branch=Subquery(branch),
+        )
+        .order_by("-commit__committed_at", "-commit_id", "-id")
+        .values_list("commit_id", "planned_bytes")
     )
-    by_series: dict[tuple[int, int, int], dict[int, int | None]] = {}
-    order: dict[int, int] = {}
-    for model_id, strategy_id, board_id, commit_id, planned in rows:
-        order.setdefault(commit_id, len(order))
-        # In id order: a commit run twice keeps its newest result.
-        by_series.setdefault((model_id, strategy_id, board_id), {})[commit_id] = planned
-    return {
-        key: [values.get(commit_id) for commit_id in order]
-        for key, values in by_series.items()
-    }
+    newest: dict[int, int | None] = {}
+    # Reruns repeat a commit: a few more rows than commits are read, in slices.
+    for commit_id, planned in rows.iterator(chunk_size=4 * SPARK_COMMITS):
+        newest.setdefault(commit_id, planned)
+        if len(newest) == SPARK_COMMITS:
+            break
+    return list(reversed(newest.values()))

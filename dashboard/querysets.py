@@ -91,16 +91,20 @@ class ResultQuerySet(models.QuerySet):
             cache_key=cache_key, board__name=board, reused_from__isnull=True
         ).order_by("id")
 
-    def newest_by_series(self) -> dict[tuple[int, int, int], object]:
-        """The newest successful Result of each (model, strategy, board) id triple among
-        these; of one commit run twice, the later run's. Meant for one commit's results."""
+    def newest_by_series(self) -> dict[tuple[int, int, int, int], object]:
+        """The newest successful Result of each (model, strategy, board, toolchain) id key
+        among these; of one commit run twice, the later run's. Meant for one commit's results."""
         newest = {}
         for result in self.succeeded().order_by("id"):
-            newest[(result.model_id, result.strategy_id, result.board_id)] = result
+            key = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+            newest[key] = result
         return newest
 
+    def with_toolchain_spec(self, spec: str):
+        return self.filter(toolchain__spec=spec)
+
     def latest_per_series(self):
-        """The newest successful Result of every model x strategy x board.
+        """The newest successful Result of every model x strategy x board x toolchain.
 
         Newest means the latest commit (``committed_at``, then the highest id among runs of
         the same commit), among the results this queryset already selects. One query; on
@@ -114,18 +118,21 @@ class ResultQuerySet(models.QuerySet):
                 model_id=RawSQL("series.model_id", ()),
                 strategy_id=RawSQL("series.strategy_id", ()),
                 board_id=RawSQL("series.board_id", ()),
+                toolchain_id=RawSQL("series.toolchain_id", ()),
             )[:1]
             sql, params = newest.query.sql_with_params()
-            model, strategy, board = (
+            model, strategy, board, toolchain = (
                 self.model._meta.get_field(name).related_model._meta.db_table
-                for name in ("model", "strategy", "board")
+                for name in ("model", "strategy", "board", "toolchain")
             )
             # Every model x strategy x board is a candidate series; the lateral lookup
             # finds nothing for the ones that never ran. Those tables are small.
             series = (
                 "SELECT newest.id FROM ("
-                " SELECT m.id AS model_id, s.id AS strategy_id, b.id AS board_id"
-                f" FROM {model} m CROSS JOIN {strategy} s CROSS JOIN {board} b) series"
+                " SELECT m.id AS model_id, s.id AS strategy_id, b.id AS board_id,"
+                " t.id AS toolchain_id"
+                f" FROM {model} m CROSS JOIN {strategy} s CROSS JOIN {board} b"
+                f" CROSS JOIN {toolchain} t) series"
                 f" CROSS JOIN LATERAL ({sql}) newest"
             )
             # ARRAY(...) is evaluated once, before the outer query: joined straight into
@@ -141,8 +148,32 @@ class ResultQuerySet(models.QuerySet):
             model_id=OuterRef("model_id"),
             strategy_id=OuterRef("strategy_id"),
             board_id=OuterRef("board_id"),
+            toolchain_id=OuterRef("toolchain_id"),
         )[:1]
         return succeeded.filter(id=Subquery(newest))
+
+
+class SeriesQuerySet(models.QuerySet):
+    def for_model(self, model):
+        return self.filter(model=model)
+
+    def on_board_named(self, name: str):
+        return self.filter(board__name=name)
+
+    def with_toolchain(self, toolchain):
+        return self.filter(toolchain=toolchain)
+
+    def with_points(self, result: bool = True):
+        """Lines as the charts and tables show them; ``points`` (the heavy column) only
+        where they are drawn."""
+        series = self.select_related("strategy", "board", "toolchain")
+        return series if result else series.defer("points")
+
+    def with_latest(self):
+        """Each line with its newest result, the result's commit and run, in one query."""
+        return self.with_points(False).filter(latest_result__isnull=False).select_related(
+            "model", "latest_result__commit", "latest_result__run"
+        )
 
 
 class AlertQuerySet(models.QuerySet):
@@ -157,8 +188,16 @@ class AlertQuerySet(models.QuerySet):
 
     def with_related(self):
         return self.select_related(
-            "repository", "commit__repository", "run", "model", "strategy", "board",
-            "baseline__commit",
+            "repository", "commit__repository", "run", "model__repository", "strategy",
+            "board", "toolchain", "baseline__commit",
+        )
+
+    def newest_commits(self):
+        """The ids of the commits these alerts are on, newest commit first."""
+        return (
+            self.order_by("-commit__committed_at", "-commit_id")
+            .values_list("commit_id", flat=True)
+            .distinct()
         )
 
     def grouped_by_commit(self) -> list[tuple]:

@@ -232,6 +232,11 @@ PEAKWATCH = {
         "WALL_SECONDS": envint("PEAKWATCH_SANDBOX_WALL_SECONDS", 1800),
         "PLANNER_SECONDS": envint("PEAKWATCH_SANDBOX_PLANNER_SECONDS", 60),
     },
+    # Toolchains (TVM releases a suite compiles with) are created here on first use
+    # (default: WORK_DIR/toolchains); local wheels and source folders a manifest names
+    # must lie in one of TOOLCHAIN_PATHS.
+    "TOOLCHAIN_DIR": envstr("PEAKWATCH_TOOLCHAIN_DIR", ""),
+    "TOOLCHAIN_PATHS": envlist("PEAKWATCH_TOOLCHAIN_PATHS", []),
 }
 
 # The boards this worker serves beyond cpu and cuda, as a JSON object by board name (rpc

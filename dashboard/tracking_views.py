@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import actions, compare
 from dashboard.auth import maintainer_required
-from dashboard.models import Alert, PullRequest, Repository, Result, Run
+from dashboard.models import Alert, Commit, PullRequest, Repository, Result, Run
 
 
 def _wants_json(request) -> bool:
@@ -24,7 +24,9 @@ def _commit_or_404(repository: Repository, sha: str):
     return commit
 
 
-def _comparison(request, repository, base, head, *, title, rows, pareto, extra=None):
+def _comparison(
+    request, repository, base, head, *, title, rows, pareto, extra=None, json_extra=None
+):
     context = {
         "repository": repository,
         "title": title,
@@ -47,6 +49,7 @@ def _comparison(request, repository, base, head, *, title, rows, pareto, extra=N
                 "head": head.sha if head else None,
                 "rows": [row.to_json() for row in rows],
                 "pareto": pareto,
+                **(json_extra or {}),
             }
         )
     return render(request, "dashboard/compare.html", context)
@@ -57,11 +60,15 @@ def compare_commits_page(request, repository: str, base: str, head: str):
     repository = get_object_or_404(Repository, name=repository)
     base_commit = _commit_or_404(repository, base)
     head_commit = _commit_or_404(repository, head)
+    # Read once for the table and the chart: most of the page's cost.
+    results = {"base": compare.results_of(base_commit), "head": compare.results_of(head_commit)}
     return _comparison(
         request, repository, base_commit, head_commit,
         title=f"{base_commit.short_sha} → {head_commit.short_sha}",
-        rows=compare.compare_commits(base_commit, head_commit),
-        pareto=compare.pareto_points({"base": base_commit, "head": head_commit}),
+        rows=compare.compare_commits(
+            base_commit, head_commit, results=(results["base"], results["head"])
+        ),
+        pareto=compare.pareto_points({"base": base_commit, "head": head_commit}, results),
     )
 
 
@@ -119,6 +126,37 @@ def strategy_compare(request, repository: str, sha: str):
     )
 
 
+@require_GET
+def toolchain_compare(request, repository: str, sha: str):
+    """One commit under two toolchains (``?base=SPEC&head=SPEC``; an empty spec is the
+    worker's own TVM), per model, strategy and board, with a plan diff for each pair."""
+    repository = get_object_or_404(Repository, name=repository)
+    commit = _commit_or_404(repository, sha)
+    toolchains = compare.toolchains_of(commit)
+    specs = [t.spec for t in toolchains]
+    base = request.GET.get("base", specs[0] if specs else "")
+    head = request.GET.get("head", next((s for s in reversed(specs) if s != base), base))
+    unknown = [s for s in dict.fromkeys((base, head)) if specs and s not in specs]
+    if unknown:
+        known = ", ".join(repr(s) for s in specs)
+        return HttpResponseBadRequest(
+            f"no results with toolchain {', '.join(repr(s) for s in unknown)} at "
+            f"{commit.short_sha}; toolchains there: {known}",
+            content_type="text/plain",
+        )
+    labels = {t.spec: t.label for t in toolchains}
+    return _comparison(
+        request, repository, commit, commit,
+        title=f"{labels.get(head, head)} against {labels.get(base, base)} at {commit.short_sha}",
+        rows=compare.compare_toolchains(commit, base, head),
+        pareto=compare.pareto_points({commit.short_sha: commit}),
+        extra={"toolchains": toolchains, "base_toolchain": base, "head_toolchain": head,
+               "base_label": labels.get(base, base), "head_label": labels.get(head, head),
+               "by_toolchain": True},
+        json_extra={"base_toolchain": base, "head_toolchain": head},
+    )
+
+
 def _plan_diff(base_pk: int, head_pk: int):
     results = Result.objects.with_related()
     base = get_object_or_404(results, pk=base_pk)
@@ -126,22 +164,27 @@ def _plan_diff(base_pk: int, head_pk: int):
     before, after = compare.load_plan(base), compare.load_plan(head)
     if before is None or after is None:
         raise Http404("both results need a plan.json artifact")
-    return base, head, compare.diff_plans(before, after)
+    return base, head, compare.diff_plans(before, after), (before, after)
 
 
 @require_GET
 def plan_diff_page(request, base: int, head: int):
-    base, head, diff = _plan_diff(base, head)
+    base, head, diff, plans = _plan_diff(base, head)
+    before, after = (
+        {key: plan.get(key) for key in ("tensors", "peak", "arena_bytes")} for plan in plans
+    )
     return render(
         request, "dashboard/plan_diff.html",
         {"base": base, "head": head, "diff": diff,
+         "timelines": {"base": before, "head": after,
+                       "changed": [change.id for change in diff["changes"]]},
          "json_url": reverse("plan-diff-json", args=[base.pk, head.pk])},
     )
 
 
 @require_GET
 def plan_diff_json(request, base: int, head: int):
-    base, head, diff = _plan_diff(base, head)
+    base, head, diff, _ = _plan_diff(base, head)
     return JsonResponse(
         {"base_result": base.pk, "head_result": head.pk, **compare.plan_diff_json(diff)}
     )
@@ -182,6 +225,25 @@ def triage_alert(request, pk: int):
     back = request.POST.get("next", "")
     if not back.startswith("/") or back.startswith("//"):
         back = reverse("alerts")
+    return redirect(back)
+
+
+@require_POST
+@maintainer_required
+def triage_commit_alerts(request, pk: int):
+    """Every open alert of one commit in one step: a change that was meant."""
+    commit = get_object_or_404(Commit, pk=pk)
+    state = request.POST.get("state", "")
+    if state not in Alert.State.values:
+        return JsonResponse({"error": f"unknown state {state!r}"}, status=400)
+    changed = actions.triage_commit_alerts(commit, state)
+    messages.success(
+        request, f"{changed} open alert{'s' if changed != 1 else ''} of {commit.short_sha}"
+        f" marked {state}."
+    )
+    back = request.POST.get("next", "")
+    if not back.startswith("/") or back.startswith("//"):
+        back = reverse("home")
     return redirect(back)
 
 

@@ -7,19 +7,36 @@ each commit, numbers the commits of each series, and returns only the points wor
 buckets, the first and the last, the commits with alerts). ``downsample`` then trims a
 series whose bytes changed too often to keep them all. The browser never receives more
 points than it can draw, and the payload's size does not grow with the history.
+
+That query runs when a Result is recorded, once per series (``series_points``), and its
+points are stored on the ``Series`` row: a request reads a row per line and the commits
+those lines draw, however long the history. Only a branch filter, which the stored points
+do not know, runs the query over the model's results at request time.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Max
+from django.template.loader import render_to_string
+from django.urls import reverse
 
-from dashboard.models import Alert, Board, Commit, Model, Result, Run, Strategy
+from dashboard.models import (
+    Alert,
+    Board,
+    Commit,
+    Model,
+    Result,
+    Series,
+    Strategy,
+    Toolchain,
+    TrendSnapshot,
+)
 
 #: Points per series the chart receives at most.
 MAX_POINTS = 500
@@ -29,9 +46,9 @@ MAX_ALERTS = 200
 TREND_CACHE_SECONDS = 600
 
 _COLUMNS = (
-    "strategy_id", "board_id", "commit_id", "run_id", "planned_bytes", "intermediate_bytes",
-    "measured_peak_bytes", "lower_bound_bytes", "latency_median_ms", "position", "total",
-    "changed",
+    "strategy_id", "board_id", "toolchain_id", "commit_id", "run_id", "planned_bytes",
+    "intermediate_bytes", "measured_peak_bytes", "lower_bound_bytes", "latency_median_ms",
+    "position", "total", "changed",
 )
 
 
@@ -83,7 +100,9 @@ def downsample(points: list[dict], limit: int = MAX_POINTS, key: str = "planned_
     return result
 
 
-def _series_rows(model: Model, *, board: str, branch: str, keep_commits: set[int]) -> list:
+def _series_rows(
+    model: Model, *, board: str, branch: str, toolchain: Toolchain | None, keep_commits: set[int]
+) -> list:
     """The rows of ``model``'s successful results worth drawing, in series and commit order."""
     result, commit, board_table = (
         Result._meta.db_table, Commit._meta.db_table, Board._meta.db_table
@@ -92,6 +111,9 @@ def _series_rows(model: Model, *, board: str, branch: str, keep_commits: set[int
     if board:
         filters.append(f"AND r.board_id IN (SELECT id FROM {board_table} WHERE name = %s)")
         params.append(board)
+    if toolchain is not None:
+        filters.append("AND r.toolchain_id = %s")
+        params.append(toolchain.pk)
     if branch:
         filters.append("AND c.branch = %s")
         params.append(branch)
@@ -100,11 +122,11 @@ def _series_rows(model: Model, *, board: str, branch: str, keep_commits: set[int
     keep = ",".join(str(int(pk)) for pk in sorted(keep_commits)) or "NULL"
     sql = f"""
         WITH runs AS (
-            SELECT r.strategy_id, r.board_id, r.commit_id, r.run_id, r.planned_bytes,
-                   r.intermediate_bytes, r.measured_peak_bytes, r.lower_bound_bytes,
-                   r.latency_median_ms, c.committed_at,
+            SELECT r.strategy_id, r.board_id, r.toolchain_id, r.commit_id, r.run_id,
+                   r.planned_bytes, r.intermediate_bytes, r.measured_peak_bytes,
+                   r.lower_bound_bytes, r.latency_median_ms, c.committed_at,
                    LEAD(r.commit_id) OVER (
-                       PARTITION BY r.strategy_id, r.board_id
+                       PARTITION BY r.strategy_id, r.board_id, r.toolchain_id
                        ORDER BY c.committed_at, r.commit_id, r.id
                    ) AS next_commit
             FROM {result} r JOIN {commit} c ON c.id = r.commit_id
@@ -113,34 +135,127 @@ def _series_rows(model: Model, *, board: str, branch: str, keep_commits: set[int
         newest AS (
             SELECT *,
                    ROW_NUMBER() OVER w AS position,
-                   COUNT(*) OVER (PARTITION BY strategy_id, board_id) AS total,
+                   COUNT(*) OVER (PARTITION BY strategy_id, board_id, toolchain_id) AS total,
                    LAG(planned_bytes) OVER w AS previous_bytes
             FROM runs
             -- A commit run more than once counts with its newest result (the highest id).
             WHERE next_commit IS NULL OR next_commit <> commit_id
-            WINDOW w AS (PARTITION BY strategy_id, board_id ORDER BY committed_at, commit_id)
+            WINDOW w AS (
+                PARTITION BY strategy_id, board_id, toolchain_id ORDER BY committed_at, commit_id
+            )
         )
-        SELECT strategy_id, board_id, commit_id, run_id, planned_bytes, intermediate_bytes,
-               measured_peak_bytes, lower_bound_bytes, latency_median_ms, position, total,
-               CASE WHEN planned_bytes {distinct} previous_bytes THEN 1 ELSE 0 END
+        SELECT strategy_id, board_id, toolchain_id, commit_id, run_id, planned_bytes,
+               intermediate_bytes, measured_peak_bytes, lower_bound_bytes, latency_median_ms,
+               position, total, CASE WHEN planned_bytes {distinct} previous_bytes THEN 1 ELSE 0 END
         FROM newest
         WHERE total <= {MAX_POINTS}
            OR position = 1 OR position = total
            OR (position - 1) * {buckets} / total <> position * {buckets} / total
            OR planned_bytes {distinct} previous_bytes
            OR commit_id IN ({keep})
-        ORDER BY strategy_id, board_id, committed_at, commit_id
+        ORDER BY strategy_id, board_id, toolchain_id, committed_at, commit_id
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 
 
-def _alerts(model: Model, *, board: str, branch: str):
+#: What each stored point of a ``Series`` holds (``Series.points``).
+STORED_POINT_FIELDS = (
+    "commit_id", "run_id", "planned_bytes", "intermediate_bytes", "lower_bound_bytes",
+    "latency_median_ms", "measured_peak_bytes",
+)
+
+
+@dataclass(frozen=True)
+class SeriesSummary:
+    """What ``series_points`` found of one series: its points worth drawing (arrays of
+    ``STORED_POINT_FIELDS``), how many commits it has, and its newest result's id."""
+
+    points: list[list]
+    commits: int
+    latest_result_id: int | None
+
+
+def series_points(key: tuple[int, int, int, int], *, using=None) -> SeriesSummary:
+    """The points of the series ``key`` (model, strategy, board, toolchain ids) worth
+    drawing, at most ``MAX_POINTS``, chosen like ``_series_rows`` chooses them; the commits
+    with alerts on the series are kept too. Plain SQL over the tables, so the migration
+    that fills ``Series`` can call it as well."""
+    from django.db import connections
+
+    db = connections[using or "default"]
+    result, commit, alert = (
+        Result._meta.db_table, Commit._meta.db_table, Alert._meta.db_table
+    )
+    distinct = "IS DISTINCT FROM" if db.vendor == "postgresql" else "IS NOT"
+    buckets = MAX_POINTS // 2
+    def in_series(prefix: str = "") -> str:
+        return " AND ".join(
+            f"{prefix}{column} = %s"
+            for column in ("model_id", "strategy_id", "board_id", "toolchain_id")
+        )
+
+    sql = f"""
+        WITH runs AS (
+            SELECT r.id, r.commit_id, r.run_id, r.planned_bytes, r.intermediate_bytes,
+                   r.lower_bound_bytes, r.latency_median_ms, r.measured_peak_bytes,
+                   c.committed_at,
+                   LEAD(r.commit_id) OVER (ORDER BY c.committed_at, r.commit_id, r.id)
+                       AS next_commit
+            FROM {result} r JOIN {commit} c ON c.id = r.commit_id
+            WHERE {in_series("r.")} AND r.status = 'ok'
+        ),
+        newest AS (
+            SELECT *,
+                   ROW_NUMBER() OVER w AS position,
+                   COUNT(*) OVER () AS total,
+                   LAG(planned_bytes) OVER w AS previous_bytes
+            FROM runs
+            -- A commit run more than once counts with its newest result (the highest id).
+            WHERE next_commit IS NULL OR next_commit <> commit_id
+            WINDOW w AS (ORDER BY committed_at, commit_id)
+        )
+        SELECT id, commit_id, run_id, planned_bytes, intermediate_bytes, lower_bound_bytes,
+               latency_median_ms, measured_peak_bytes, position, total,
+               CASE WHEN planned_bytes {distinct} previous_bytes THEN 1 ELSE 0 END
+        FROM newest
+        WHERE total <= {MAX_POINTS}
+           OR position = 1 OR position = total
+           OR (position - 1) * {buckets} / total <> position * {buckets} / total
+           OR planned_bytes {distinct} previous_bytes
+           OR commit_id IN (SELECT commit_id FROM {alert} WHERE {in_series()})
+        ORDER BY position
+    """
+    with db.cursor() as cursor:
+        cursor.execute(sql, [*key, *key])
+        rows = cursor.fetchall()
+    if not rows:
+        return SeriesSummary([], 0, None)
+    points = [
+        {
+            "id": row[0],
+            "stored": list(row[1:8]),
+            "planned_bytes": row[3],
+            "position": row[8],
+            "changed": bool(row[10]),
+        }
+        for row in rows
+    ]
+    return SeriesSummary(
+        [point["stored"] for point in downsample(points, MAX_POINTS)],
+        commits=rows[-1][9],
+        latest_result_id=rows[-1][0],
+    )
+
+
+def _alerts(model: Model, *, board: str, branch: str, toolchain: Toolchain | None = None):
     """The alerts marked on the chart, newest first (a queryset)."""
     alerts = Alert.objects.filter(model=model)
     if board:
         alerts = alerts.filter(board__name=board)
+    if toolchain is not None:
+        alerts = alerts.filter(toolchain=toolchain)
     if branch:
         alerts = alerts.filter(commit__branch=branch)
     return alerts.order_by("-commit__committed_at", "-id")
@@ -168,6 +283,8 @@ class Trend:
     json: bytes
     history: dict
     empty: bool
+    #: The history table as the unfiltered page shows it, when stored with the snapshot.
+    history_html: str = ""
     #: The cache key it is stored under: what derived data (the page's table) can key on.
     key: str = ""
 
@@ -175,46 +292,121 @@ class Trend:
         return json.loads(self.json)
 
 
-def trend(model: Model, *, board: str = "", branch: str = "") -> Trend:
-    """Planned bytes, measured peak and latency of ``model`` over commits, per strategy.
+def trend(
+    model: Model, *, board: str = "", branch: str = "", toolchain: Toolchain | None = None,
+) -> Trend:
+    """Planned bytes, measured peak and latency of ``model`` over commits, per series.
 
-    The payload of ``/api/models/<id>/trend/`` and of the trend page, serialised once and
-    cached as bytes (in Redis when configured, so every worker shares it) under what
-    identifies it: the model's results and its alerts. A hit costs two small queries; a
-    miss a bounded number whatever the history's length.
+    The payload of ``/api/models/<id>/trend/`` and of the trend page. Unfiltered, it is the
+    model's ``TrendSnapshot`` (stored when a result was recorded) with its alerts read
+    live: three small queries whatever the history's length. A board or toolchain filter
+    reads the lines' stored points and the commits they draw; a branch filter runs the
+    selection over the model's results. The bytes are cached (in Redis when configured)
+    under what identifies them: the snapshot's or the lines' versions and the alerts.
     """
     alerts = list(
-        _alerts(model, board=board, branch=branch).select_related(
-            "commit", "strategy", "board"
+        _alerts(model, board=board, branch=branch, toolchain=toolchain).select_related(
+            "commit", "strategy", "board", "toolchain"
         )[:MAX_ALERTS]
     )
     alert_versions = [[a.pk, a.state, a.updated_at.isoformat()] for a in alerts]
-    # The series only change when a result is recorded: the model's newest result id says
-    # so (one step down the primary key; a count of its results costs 20-60 ms at 80k).
-    # A redelivered task that rewrites a result in place keeps its id, and results are only
-    # removed with their repository: at worst the chart shows the old figures for
-    # TREND_CACHE_SECONDS.
-    last = Result.objects.for_model(model).aggregate(last=Max("id"))["last"]
+    snapshot = lines = None
+    if board or branch or toolchain is not None:
+        lines = Series.objects.for_model(model).with_points()
+        if board:
+            lines = lines.on_board_named(board)
+        if toolchain is not None:
+            lines = lines.with_toolchain(toolchain)
+        lines = list(lines)
+        version = [[line.pk, line.updated_at.isoformat()] for line in lines]
+    else:
+        snapshot = (
+            TrendSnapshot.objects.filter(model=model)
+            .values("body", "history", "history_html", "updated_at").first()
+        )
+        version = snapshot["updated_at"].isoformat() if snapshot else None
     key = "peakwatch:trend:" + hashlib.sha256(
-        json.dumps([model.pk, board, branch, MAX_POINTS, last, alert_versions]).encode()
+        json.dumps([
+            model.pk, board, branch, toolchain.pk if toolchain else None, MAX_POINTS,
+            version, alert_versions,
+        ]).encode()
     ).hexdigest()
     cached = cache.get(key)
     if cached is None:
-        cached = _build(model, alerts, board=board, branch=branch)
+        if branch:
+            commits, drawn = _series(
+                model, board=board, branch=branch, toolchain=toolchain,
+                keep_commits={a.commit_id for a in alerts},
+            )
+            members = _members(commits, drawn)
+        elif lines is not None:
+            members = _members(*_stored_series(lines))
+        else:
+            # Not materialised yet (summarised before snapshots existed): built, not stored.
+            members = snapshot or snapshot_of(model)
+        cached = _assemble(
+            model, members, alerts, board=board, branch=branch, toolchain=toolchain
+        )
         cache.set(key, cached, TREND_CACHE_SECONDS)
     return Trend(**cached, key=key)
 
 
-def model_trend(model: Model, *, board: str = "", branch: str = "") -> dict:
+def find_toolchain(value: str) -> Toolchain | None:
+    """The toolchain a ``toolchain=`` filter names, by id or by spec; None when empty.
+    Raises ``LookupError`` when it names none."""
+    if not value:
+        return None
+    found = None
+    if value.isascii() and value.isdigit() and len(value) < 19:
+        found = Toolchain.objects.filter(pk=int(value)).first()
+    found = found or Toolchain.objects.filter(spec=value).first()
+    if found is None:
+        raise LookupError(f"no toolchain {value[:80]!r}: give its id or its spec")
+    return found
+
+
+def model_trend(model: Model, **filters) -> dict:
     """The trend payload as plain data (what the API serves, parsed)."""
-    return trend(model, board=board, branch=branch).data()
+    return trend(model, **filters).data()
 
 
-def _build(model: Model, alerts: list[Alert], *, board: str, branch: str) -> dict:
-    commits, lines = _series(
-        model, board=board, branch=branch, keep_commits={a.commit_id for a in alerts}
+def snapshot_of(model: Model) -> dict:
+    """What a ``TrendSnapshot`` of ``model`` holds: the unfiltered payload's members built
+    from every series' stored points, and the trend page's history table (rendered too)."""
+    lines = list(Series.objects.for_model(model).with_points())
+    members = _members(*_stored_series(lines))
+    members["history_html"] = history_html(
+        members["history"],
+        boards=len({line.board_id for line in lines}) > 1,
+        toolchains=len({line.toolchain_id for line in lines}) > 1,
     )
-    payload = {
+    return members
+
+
+def history_html(history: dict, *, boards: bool, toolchains: bool) -> str:
+    """The trend page's history table: most of the page's rendering, so stored with the
+    snapshot (or cached with a filtered trend)."""
+    return render_to_string(
+        "dashboard/_trend_history.html",
+        {"history": history, "history_limit": HISTORY_ROWS, "show_boards": boards,
+         "show_toolchains": toolchains},
+    )
+
+
+def _members(commits: list[dict], lines: list[dict]) -> dict:
+    text = json.dumps(
+        {"commits": commits, "series": lines}, separators=(",", ":"), ensure_ascii=False
+    )
+    # The object's members without its braces, escaped like the rest of the payload.
+    return {"body": text[1:-1].translate(_HTML_ESCAPES), "history": _history(commits, lines)}
+
+
+def _assemble(
+    model: Model, members: dict, alerts: list[Alert], *, board: str, branch: str,
+    toolchain: Toolchain | None,
+) -> dict:
+    """The payload's bytes: what identifies it, the stored members, the live alerts."""
+    head = {
         "model": {
             "id": model.pk,
             "name": model.name,
@@ -223,18 +415,26 @@ def _build(model: Model, alerts: list[Alert], *, board: str, branch: str) -> dic
         },
         "board": board or None,
         "branch": branch or None,
+        "toolchain": _toolchain(toolchain) if toolchain else None,
         "max_points": MAX_POINTS,
         "point_fields": list(POINT_FIELDS),
-        "commits": commits,
-        "series": lines,
-        "alerts": [_alert(alert) for alert in alerts],
     }
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    dump = functools.partial(json.dumps, separators=(",", ":"), ensure_ascii=False)
+    text = (
+        dump(head)[:-1].translate(_HTML_ESCAPES) + "," + members["body"]
+        + ',"alerts":' + dump([_alert(alert) for alert in alerts]).translate(_HTML_ESCAPES)
+        + "}"
+    )
     return {
-        "json": text.translate(_HTML_ESCAPES).encode(),
-        "history": _history(commits, lines),
-        "empty": not lines,
+        "json": text.encode(),
+        "history": members["history"],
+        "history_html": members.get("history_html", ""),
+        "empty": not members["history"]["columns"],
     }
+
+
+def _toolchain(toolchain: Toolchain) -> dict:
+    return {"id": toolchain.pk, "spec": toolchain.spec, "label": toolchain.label}
 
 
 def _history(commits: list[dict], lines: list[dict]) -> dict:
@@ -253,7 +453,11 @@ def _history(commits: list[dict], lines: list[dict]) -> dict:
             previous = planned
     newest = sorted(rows, reverse=True)
     return {
-        "columns": [{"strategy": line["strategy"], "board": line["board"]} for line in lines],
+        "columns": [
+            {"strategy": line["strategy"], "board": line["board"],
+             "toolchain": line["toolchain"]["label"]}
+            for line in lines
+        ],
         "rows": [
             {"commit": commits[index], "cells": rows[index]}
             for index in newest[:HISTORY_ROWS]
@@ -262,19 +466,78 @@ def _history(commits: list[dict], lines: list[dict]) -> dict:
     }
 
 
+def _line_order(line: Series) -> tuple:
+    return (line.strategy.name, line.board.name, line.toolchain.spec)
+
+
+def _stored_series(lines: list[Series]) -> tuple[list[dict], list[dict]]:
+    """``_series`` from the points stored on the ``Series`` rows: one query, the commits."""
+    lines = sorted((line for line in lines if line.points), key=_line_order)
+    runs: dict[int, int] = {}
+    for line in lines:
+        for commit_id, run_id, *_ in line.points:
+            runs[commit_id] = max(runs.get(commit_id, 0), run_id)
+    index, commits = _commits_drawn(runs)
+    drawn = []
+    for line in lines:
+        # A commit removed since the line was summarised is left out until it is again.
+        points = [p for p in line.points if p[0] in index]
+        drawn.append(
+            _line(line.strategy.name, line.board.name, line.toolchain, line.commits, [
+                _point(
+                    dict(zip(STORED_POINT_FIELDS, p, strict=True)), index[p[0]], runs
+                )
+                for p in points
+            ], downsampled=len(points) < line.commits)
+        )
+    return commits, drawn
+
+
+def _commits_drawn(runs: dict[int, int]) -> tuple[dict[int, int], list[dict]]:
+    """Each commit drawn (``runs``: commit id -> its newest run drawn), oldest first, and
+    its index in that list."""
+    shown = sorted(
+        Commit.objects.filter(id__in=runs).values(
+            "id", "sha", "message", "author", "committed_at"
+        ),
+        key=lambda c: (c["committed_at"], c["id"]),
+    )
+    index = {c["id"]: i for i, c in enumerate(shown)}
+    return index, [_commit(c, runs[c["id"]]) for c in shown]
+
+
+def _line(strategy: str, board: str, toolchain: Toolchain, commits: int, points: list,
+          *, downsampled: bool) -> dict:
+    return {
+        "strategy": strategy,
+        "board": board,
+        "toolchain": _toolchain(toolchain),
+        "commits": commits,
+        "downsampled": downsampled,
+        "points": points,
+    }
+
+
 def _series(
-    model: Model, *, board: str, branch: str, keep_commits: set[int]
+    model: Model, *, board: str, branch: str, toolchain: Toolchain | None,
+    keep_commits: set[int],
 ) -> tuple[list[dict], list[dict]]:
-    """The commits drawn, oldest first, and one line per strategy and board whose points
-    are arrays of ``POINT_FIELDS`` referencing those commits by index."""
-    rows = _series_rows(model, board=board, branch=branch, keep_commits=keep_commits)
+    """The commits drawn, oldest first, and one line per strategy, board and toolchain
+    whose points are arrays of ``POINT_FIELDS`` referencing those commits by index."""
+    rows = _series_rows(
+        model, board=board, branch=branch, toolchain=toolchain, keep_commits=keep_commits
+    )
     strategies = dict(Strategy.objects.values_list("id", "name"))
     boards = dict(Board.objects.values_list("id", "name"))
-    series: dict[tuple[str, str], dict] = {}
+    toolchains = {t.pk: t for t in Toolchain.objects.all()}
+    series: dict[tuple[str, str, str], dict] = {}
     for row in rows:
         values = dict(zip(_COLUMNS, row, strict=True))
-        key = (strategies[values["strategy_id"]], boards[values["board_id"]])
-        line = series.setdefault(key, {"total": values["total"], "points": []})
+        chain = toolchains[values["toolchain_id"]]
+        key = (strategies[values["strategy_id"]], boards[values["board_id"]], chain.spec)
+        line = series.setdefault(
+            key, {"total": values["total"], "toolchain": chain, "points": []}
+        )
         line["points"].append(values)
     kept = {key: downsample(series[key]["points"], MAX_POINTS) for key in sorted(series)}
     # The newest run behind each commit drawn: the run a click on that commit opens unless
@@ -283,24 +546,14 @@ def _series(
     for points in kept.values():
         for point in points:
             runs[point["commit_id"]] = max(runs.get(point["commit_id"], 0), point["run_id"])
-    shown = sorted(
-        Commit.objects.filter(id__in=runs).values(
-            "id", "sha", "message", "author", "committed_at"
-        ),
-        key=lambda c: (c["committed_at"], c["id"]),
-    )
-    index = {c["id"]: i for i, c in enumerate(shown)}
-    commits = [_commit(c, runs[c["id"]]) for c in shown]
+    index, commits = _commits_drawn(runs)
     lines = []
-    for (strategy, board_name), points in kept.items():
+    for (strategy, board_name, _), points in kept.items():
+        line = series[(strategy, board_name, _)]
         lines.append(
-            {
-                "strategy": strategy,
-                "board": board_name,
-                "commits": series[(strategy, board_name)]["total"],
-                "downsampled": len(points) < series[(strategy, board_name)]["total"],
-                "points": [_point(p, index[p["commit_id"]], runs) for p in points],
-            }
+            _line(strategy, board_name, line["toolchain"], line["total"],
+                  [_point(p, index[p["commit_id"]], runs) for p in points],
+                  downsampled=len(points) < line["total"])
         )
     return commits, lines
 
@@ -332,7 +585,14 @@ def _point(values: dict, commit_index: int, runs: dict[int, int]) -> list:
 
 
 def _run_url(run_id: int) -> str:
-    return Run(pk=run_id).get_absolute_url()
+    # Hundreds per payload: a Run instance and a reverse() each cost more than the rest.
+    return _run_url_format().format(run_id)
+
+
+@functools.cache
+def _run_url_format() -> str:
+    marker = 987654321
+    return reverse("run-detail", args=[marker]).replace(str(marker), "{}")
 
 
 def _alert(alert: Alert) -> dict:
@@ -342,10 +602,11 @@ def _alert(alert: Alert) -> dict:
         "short_sha": alert.commit.short_sha,
         "strategy": alert.strategy.name,
         "board": alert.board.name,
+        "toolchain": alert.toolchain.label,
         "kind": alert.kind,
         "state": alert.state,
         "open": alert.is_open,
         "baseline_value": alert.baseline_value,
         "value": alert.value,
-        "run_url": Run(pk=alert.run_id).get_absolute_url(),
+        "run_url": _run_url(alert.run_id),
     }

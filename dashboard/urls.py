@@ -45,6 +45,11 @@ urlpatterns = [
         name="strategy-compare",
     ),
     path(
+        "repos/<slug:repository>/commits/<str:sha>/toolchains/",
+        tracking_views.toolchain_compare,
+        name="toolchain-compare",
+    ),
+    path(
         "repos/<slug:repository>/branch-compare/<path:branch>",
         tracking_views.branch_compare,
         name="branch-compare",
@@ -58,6 +63,11 @@ urlpatterns = [
     path("boards/", boards_views.boards_page, name="boards"),
     path("alerts/", tracking_views.alerts_page, name="alerts"),
     path("alerts/<int:pk>/triage", tracking_views.triage_alert, name="alert-triage"),
+    path(
+        "commits/<int:pk>/alerts/triage",
+        tracking_views.triage_commit_alerts,
+        name="commit-alerts-triage",
+    ),
     path("webhooks/github", github.receive, name="github-webhook"),
     path("webhooks/github/<slug:repository>", github.receive, name="github-webhook-repository"),
     # POST only; the router's read-only /api/runs/ (with a slash) lists runs.

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import zipfile
 
 from django.core.cache import cache
-from django.db.models import Exists, Max, OuterRef
-from django.http import FileResponse, Http404, JsonResponse, StreamingHttpResponse
+from django.db.models import Max
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpResponseBadRequest,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -16,31 +23,32 @@ from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
-from dashboard import compare, overview
+from dashboard import compare, overview, trends
 from dashboard.auth import is_maintainer
-from dashboard.models import Alert, Artifact, Board, Commit, Model, Result, Run
-from dashboard.trends import HISTORY_ROWS, TREND_CACHE_SECONDS, trend
+from dashboard.models import Alert, Artifact, Commit, Model, Result, Run, Series
+from dashboard.trends import TREND_CACHE_SECONDS, find_toolchain, trend
 
 log = logging.getLogger(__name__)
 
 RECENT_RUNS = 15
 ZIP_CHUNK = 1 << 16
-#: Open alerts listed on the overview at most; the alerts page has them all.
-OPEN_ALERTS = 20
+#: Commits with open alerts listed on the overview at most; the alerts page has them all.
+OPEN_ALERT_COMMITS = 10
 OVERVIEW_CACHE_SECONDS = 60
 
 
 @require_GET
 def home(request):
     """Open alerts first, then every model's newest figures per strategy and board."""
-    # The tables only change when a result, model or repository is added: the rendered
-    # tables are cached under the newest ids. A result rewritten in place (a redelivered
-    # task) shows at the latest after OVERVIEW_CACHE_SECONDS.
+    # The tables only change when a series is summarised or a model or repository added:
+    # the rendered tables are cached under those versions. Their cells were rendered when
+    # the series were summarised, so even a miss only assembles them.
     versions = [
-        Result.objects.aggregate(last=Max("id"))["last"],
+        *Series.objects.aggregate(changed=Max("updated_at"), last=Max("id")).values(),
         *Model.objects.aggregate(model=Max("id"), repository=Max("repository_id")).values(),
     ]
-    key = "peakwatch:overview:" + ":".join(str(v) for v in versions)
+    # Hashed: a timestamp's spaces and colons are no key for every cache backend.
+    key = "peakwatch:overview:" + hashlib.sha256(repr(versions).encode()).hexdigest()
     overviews_html = cache.get(key)
     if overviews_html is None:
         overviews_html = render_to_string(
@@ -49,13 +57,12 @@ def home(request):
             request=request,
         )
         cache.set(key, overviews_html, OVERVIEW_CACHE_SECONDS)
-    open_alerts = (
-        Alert.objects.open()
-        .with_related()
-        .select_related("model__repository")
-        .order_by("-commit__committed_at", "-id")
+    # One row per commit: a commit usually moves many series at once, and is triaged once.
+    commits = list(Alert.objects.open().newest_commits()[: OPEN_ALERT_COMMITS + 1])
+    groups = (
+        Alert.objects.open().filter(commit_id__in=commits[:OPEN_ALERT_COMMITS])
+        .grouped_by_commit()
     )
-    alerts = list(open_alerts[:OPEN_ALERTS])
     runs = Run.objects.with_commit().newest_first()[:RECENT_RUNS]
     return render(
         request,
@@ -63,8 +70,13 @@ def home(request):
         {
             "overviews_html": mark_safe(overviews_html),  # rendered by our own template
             "runs": runs,
-            "alerts": alerts,
-            "more_alerts": len(alerts) == OPEN_ALERTS,
+            "alert_groups": groups,
+            "more_alerts": len(commits) > OPEN_ALERT_COMMITS,
+            # An intended change first: what a commit with many open alerts usually is.
+            "alert_states": sorted(
+                (c for c in Alert.State.choices if c[0] != Alert.State.NEW),
+                key=lambda choice: choice[0] != Alert.State.INTENDED,
+            ),
         },
     )
 
@@ -76,20 +88,28 @@ def model_trend_page(request, repository: str, model: str):
     )
     board = request.GET.get("board", "")
     branch = request.GET.get("branch", "")
-    data = trend(model, board=board, branch=branch)
-    boards = list(
-        Board.objects.filter(
-            Exists(Result.objects.for_model(model).filter(board=OuterRef("pk")))
-        ).order_by("name")
-    )
+    try:
+        toolchain = find_toolchain(request.GET.get("toolchain", ""))
+    except LookupError as unknown:
+        return HttpResponseBadRequest(str(unknown))
+    data = trend(model, board=board, branch=branch, toolchain=toolchain)
+    # Every line of the model with its newest result: the table of latest results and the
+    # board and toolchain choices come from this one query.
+    lines = list(Series.objects.for_model(model).with_latest())
+    coverage = _coverage(lines, board=board, toolchain=toolchain)
+    shown = [
+        line for line in lines
+        if (not board or line.board.name == board)
+        and (toolchain is None or line.toolchain_id == toolchain.pk)
+    ]
     # The history table is most of the page's rendering: cached as HTML with the trend.
-    show_boards = not board and len(boards) > 1
-    history_key = f"{data.key}:history:{int(show_boards)}"
-    history_html = cache.get(history_key) if data.key else None
+    show_boards = len({line.board_id for line in shown}) > 1
+    show_toolchains = len({line.toolchain_id for line in shown}) > 1
+    history_key = f"{data.key}:history:{int(show_boards)}{int(show_toolchains)}"
+    history_html = data.history_html or (cache.get(history_key) if data.key else None)
     if history_html is None:
-        history_html = render_to_string(
-            "dashboard/_trend_history.html",
-            {"history": data.history, "history_limit": HISTORY_ROWS, "show_boards": show_boards},
+        history_html = trends.history_html(
+            data.history, boards=show_boards, toolchains=show_toolchains
         )
         if data.key:
             cache.set(history_key, history_html, TREND_CACHE_SECONDS)
@@ -100,11 +120,9 @@ def model_trend_page(request, repository: str, model: str):
         .values_list("branch", flat=True)
         .distinct()
     )
-    latest = (
-        Result.objects.for_model(model)
-        .latest_per_series()
-        .select_related("strategy", "board", "commit", "run")
-        .order_by("board__name", "strategy__name")
+    latest = sorted(
+        (line for line in shown if line.latest_result_id),
+        key=lambda line: (line.board.name, line.toolchain.spec, line.strategy.name),
     )
     return render(
         request,
@@ -117,15 +135,52 @@ def model_trend_page(request, repository: str, model: str):
             "has_series": not data.empty,
             "history": data.history,
             "history_html": mark_safe(history_html),  # rendered by our own template
-            "boards": boards,
+            "coverage": coverage,
             "board": board,
+            "toolchain": toolchain,
             "branches": list(branches),
             "branch": branch,
             "latest": latest,
+            "show_toolchains": show_toolchains,
             "api_url": reverse("api:model-trend", args=[model.pk])
             + (f"?{request.GET.urlencode()}" if request.GET else ""),
         },
     )
+
+
+def _coverage(lines: list[Series], *, board: str, toolchain) -> dict:
+    """Which boards and toolchains the model has results for, as a grid the page links
+    through: one row per toolchain, one cell per board, with its strategies and commits."""
+    boards = sorted({line.board.name for line in lines})
+    toolchains = sorted({line.toolchain for line in lines}, key=lambda t: t.spec)
+    cells: dict[tuple[int, str], list[Series]] = {}
+    for line in lines:
+        cells.setdefault((line.toolchain_id, line.board.name), []).append(line)
+    return {
+        "boards": boards,
+        "toolchains": toolchains,
+        "rows": [
+            {
+                "toolchain": chain,
+                "selected": toolchain is not None and chain.pk == toolchain.pk,
+                "cells": [
+                    {
+                        "board": name,
+                        "strategies": len(cells.get((chain.pk, name), [])),
+                        "commits": max(
+                            (line.commits for line in cells.get((chain.pk, name), [])), default=0
+                        ),
+                        "selected": name == board and toolchain is not None
+                        and chain.pk == toolchain.pk,
+                    }
+                    for name in boards
+                ],
+            }
+            for chain in toolchains
+        ],
+        # Worth showing once there is a choice to make.
+        "choice": len(boards) > 1 or len(toolchains) > 1 or bool(board) or toolchain is not None,
+    }
 
 
 @require_GET
@@ -155,11 +210,13 @@ def _results_of(run: Run) -> list[Result]:
     )
     parents = _parent_results(run.commit)
     for result in results:
-        result.parent = parents.get((result.model_id, result.strategy_id, result.board_id))
+        result.parent = parents.get(
+            (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+        )
     return results
 
 
-def _parent_results(commit: Commit) -> dict[tuple[int, int, int], Result]:
+def _parent_results(commit: Commit) -> dict[tuple[int, int, int, int], Result]:
     """The newest successful result of every series at ``commit``'s parent; one query."""
     if not commit.parent_sha:
         return {}
@@ -213,7 +270,9 @@ def result_plan(request, pk: int):
     plan = compare.load_plan(result)
     peak = (plan or {}).get("peak") or result.details.get("peak") or {}
     parents = _parent_results(result.commit)
-    parent = parents.get((result.model_id, result.strategy_id, result.board_id))
+    parent = parents.get(
+        (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+    )
     siblings = (
         Result.objects.for_run(result.run_id)
         .succeeded()

@@ -11,6 +11,7 @@ const options = {
     run: "src/run.js",
     compare: "src/compare.js",
     plan: "src/plan.js",
+    plan_diff: "src/plan_diff.js",
     peakwatch: "src/peakwatch.css",
     favicon: "src/favicon.svg",
   },

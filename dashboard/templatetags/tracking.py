@@ -46,3 +46,14 @@ def subtract(value, other):
     if value is None or other is None or value == "" or other == "":
         return None
     return value - other
+
+
+@register.filter
+def grouped(value) -> str:
+    """An integer with thousands separators (an offset, a step): 1,048,576."""
+    if value is None or value == "":
+        return "—"
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)

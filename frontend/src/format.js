@@ -35,3 +35,45 @@ export function formatTimestamp(iso) {
   if (Number.isNaN(date.getTime())) return MISSING;
   return `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
 }
+
+/**
+ * Tick values for a bytes axis spanning ``min`` to ``max``: about ``count`` multiples of a
+ * power of two, from one at or below ``min`` to one at or above ``max``, so the labels
+ * read 64 KiB, 128 KiB, 192 KiB rather than 48.8, 97.7, 146.5 KiB.
+ */
+export function binaryTicks(min, max, count = 6) {
+  let low = Number.isFinite(min) ? min : 0;
+  let high = Number.isFinite(max) ? max : 1;
+  if (!(high > low)) {
+    // A flat line: a band around it, so it sits mid-chart rather than on an edge.
+    const pad = Math.max(1, Math.abs(high) / 8);
+    low = Math.max(min >= 0 ? 0 : -Infinity, low - pad);
+    high += pad;
+  }
+  const step = Math.max(1, 2 ** Math.ceil(Math.log2((high - low) / count)));
+  const first = Math.floor(low / step) * step;
+  const ticks = [];
+  for (let value = first; value < high + step; value += step) {
+    ticks.push(value);
+    if (value >= high) break;
+  }
+  return ticks;
+}
+
+/**
+ * An axis label for ``value`` on an axis of ``binaryTicks`` ``step`` apart: in the largest
+ * unit whose quarters the step still divides (so 1.25 MiB, but 1,088 KiB rather than
+ * 1.0625 MiB), with no trailing zeros.
+ */
+export function formatAxisBytes(value, step = value) {
+  if (value === null || value === undefined || Number.isNaN(value)) return MISSING;
+  if (value === 0) return "0 B";
+  let unit = 0;
+  const size = Math.max(Math.abs(value), Math.abs(step));
+  while (unit < UNITS.length - 1 && size >= 1024 ** (unit + 1) && Math.abs(step) * 4 >= 1024 ** (unit + 1)) {
+    unit += 1;
+  }
+  const scaled = value / 1024 ** unit;
+  const text = Number(scaled.toFixed(2)).toLocaleString("en-US", { maximumFractionDigits: 2 });
+  return `${text} ${UNITS[unit]}`;
+}

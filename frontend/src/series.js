@@ -5,8 +5,15 @@
 
 export const LOWER_BOUND_LABEL = "lower bound";
 
-function seriesLabel(series, boardCount) {
-  return boardCount > 1 ? `${series.strategy} @ ${series.board}` : series.strategy;
+function toolchainOf(series) {
+  return series.toolchain?.label ?? "";
+}
+
+/** A line's name: its strategy, with its board and toolchain where the chart has several. */
+export function seriesLabel(series, boardCount, toolchainCount = 1) {
+  let label = boardCount > 1 ? `${series.strategy} @ ${series.board}` : series.strategy;
+  if (toolchainCount > 1) label += ` · ${toolchainOf(series)}`;
+  return label;
 }
 
 /** Where each measurement sits in a point array, unless the payload says otherwise. */
@@ -50,6 +57,7 @@ export function buildDatasets(trend, field, { lowerBound = false } = {}) {
   const column = columnOf(trend, field);
   const runColumn = (trend.point_fields || POINT_FIELDS).length;
   const boardCount = new Set(trend.series.map((s) => s.board)).size;
+  const toolchainCount = new Set(trend.series.map(toolchainOf)).size;
   const datasets = trend.series.map((series) => {
     const data = commits.map(() => null);
     const points = commits.map(() => null);
@@ -58,7 +66,13 @@ export function buildDatasets(trend, field, { lowerBound = false } = {}) {
       data[i] = point[column] ?? null;
       points[i] = pointInfo(commits[i], point, runColumn);
     }
-    return { label: seriesLabel(series, boardCount), strategy: series.strategy, data, points };
+    return {
+      label: seriesLabel(series, boardCount, toolchainCount),
+      strategy: series.strategy,
+      toolchain: toolchainOf(series),
+      data,
+      points,
+    };
   });
   if (lowerBound) {
     const boundColumn = columnOf(trend, "lower_bound_bytes");

@@ -6,20 +6,28 @@ export function liveAt(tensor, time) {
   return time !== null && time !== undefined && tensor.lower <= time && time < tensor.upper;
 }
 
+/** The last step and the highest address a plan reaches (at least 1 each). */
+export function timelineEnds(timeline) {
+  const tensors = timeline.tensors || [];
+  const placed = tensors.filter((t) => t.offset !== null && t.offset !== undefined);
+  return {
+    timeEnd: Math.max(1, ...tensors.map((t) => t.upper)),
+    addressEnd: Math.max(1, timeline.arena_bytes || 0, ...placed.map((t) => t.offset + t.size)),
+  };
+}
+
 /**
  * Rectangles of every placed tensor (those with an offset) in a ``width`` x ``height``
  * box with ``margin`` pixels for the axes on the left and at the bottom.
  * Returns { rects, peak: {x, width} | null, timeEnd, addressEnd, unplaced }.
  */
-export function timelineGeometry(timeline, { width, height, margin = { left: 64, bottom: 24, top: 8, right: 8 } }) {
+export function timelineGeometry(timeline, { width, height, margin = { left: 64, bottom: 24, top: 8, right: 8 }, scale = {} }) {
   const tensors = timeline.tensors || [];
   const placed = tensors.filter((t) => t.offset !== null && t.offset !== undefined);
-  const timeEnd = Math.max(1, ...tensors.map((t) => t.upper));
-  const addressEnd = Math.max(
-    1,
-    timeline.arena_bytes || 0,
-    ...placed.map((t) => t.offset + t.size),
-  );
+  const ends = timelineEnds(timeline);
+  // A shared scale (two plans drawn one above the other) may reach further than this plan.
+  const timeEnd = Math.max(ends.timeEnd, scale.timeEnd || 0);
+  const addressEnd = Math.max(ends.addressEnd, scale.addressEnd || 0);
   const plotWidth = Math.max(1, width - margin.left - margin.right);
   const plotHeight = Math.max(1, height - margin.top - margin.bottom);
   const x = (time) => margin.left + (plotWidth * time) / timeEnd;

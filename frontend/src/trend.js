@@ -13,7 +13,7 @@ import {
 } from "chart.js";
 import zoomPlugin from "chartjs-plugin-zoom";
 
-import { formatBytes, formatExactBytes, formatMs } from "./format.js";
+import { binaryTicks, formatAxisBytes, formatBytes, formatExactBytes, formatMs } from "./format.js";
 import { palette } from "./palette.js";
 import { alertDataset, buildDatasets, commitAt, downsampleNote, pointRadiusFor, runUrlAt } from "./series.js";
 
@@ -55,7 +55,28 @@ function withAlerts(trend, chartData, kind) {
   return chartData;
 }
 
-function drawChart(canvas, chartData, { formatValue, formatExact, colours }) {
+/** A y axis whose ticks are multiples of a power of two bytes, labelled in round units. */
+function bytesAxis(colours) {
+  return {
+    // Our own range: Chart.js would widen it to its decimal "nice" ticks.
+    bounds: "data",
+    afterDataLimits: (scale) => {
+      const ticks = binaryTicks(scale.min, scale.max);
+      scale.min = ticks[0];
+      scale.max = ticks[ticks.length - 1];
+    },
+    afterBuildTicks: (scale) => {
+      scale.ticks = binaryTicks(scale.min, scale.max).map((value) => ({ value }));
+    },
+    ticks: {
+      color: colours.text,
+      callback: (value, index, ticks) => formatAxisBytes(value, ticks.length > 1 ? ticks[1].value - ticks[0].value : value),
+    },
+    grid: { color: colours.grid },
+  };
+}
+
+function drawChart(canvas, chartData, { formatValue, formatExact, colours, binary = false }) {
   const openPoint = (event, chart) => {
     // The end of a drag that zoomed or panned is not a click on a point.
     if (chart.isZoomingOrPanning?.()) return;
@@ -83,10 +104,9 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours }) {
           ticks: { color: colours.text },
           grid: { color: colours.grid },
         },
-        y: {
-          ticks: { color: colours.text, callback: (value) => formatValue(value) },
-          grid: { color: colours.grid },
-        },
+        y: binary
+          ? bytesAxis(colours)
+          : { ticks: { color: colours.text, callback: (value) => formatValue(value) }, grid: { color: colours.grid } },
       },
       plugins: {
         legend: { labels: { color: colours.text, usePointStyle: true } },
@@ -140,11 +160,13 @@ export function drawTrend(container, trend) {
       formatValue: formatBytes,
       formatExact: formatExactBytes,
       colours,
+      binary: true,
     }),
     drawChart(container.querySelector("#chart-measured-peak"), measured, {
       formatValue: formatBytes,
       formatExact: formatExactBytes,
       colours,
+      binary: true,
     }),
     drawChart(container.querySelector("#chart-latency"), latency, { formatValue: formatMs, colours }),
   ];

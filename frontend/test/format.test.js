@@ -46,3 +46,35 @@ test("it shows timestamps in UTC to the second, as the server does", () => {
   assert.equal(formatTimestamp(null), MISSING);
   assert.equal(formatTimestamp("not a date"), MISSING);
 });
+
+test("it puts byte ticks on multiples of a power of two", async () => {
+  const { binaryTicks } = await import("../src/format.js");
+  // 50,000 to 150,000 bytes: steps of 32 KiB, from 32 KiB to 160 KiB.
+  const ticks = binaryTicks(50_000, 150_000);
+  const step = ticks[1] - ticks[0];
+  assert.equal(step, 32 * 1024);
+  assert.deepEqual(ticks, [1, 2, 3, 4, 5].map((n) => n * 32 * 1024));
+  assert.ok(ticks.every((value) => value % step === 0));
+  assert.ok(ticks[0] <= 50_000 && ticks.at(-1) >= 150_000);
+  assert.ok(ticks.length >= 4 && ticks.length <= 9);
+});
+
+test("it spreads ticks around a flat line and never below zero for sizes", async () => {
+  const { binaryTicks } = await import("../src/format.js");
+  const ticks = binaryTicks(65_536, 65_536);
+  assert.ok(ticks[0] >= 0 && ticks[0] < 65_536 && ticks.at(-1) > 65_536);
+  assert.deepEqual(binaryTicks(0, 0).slice(0, 2), [0, 1]);
+});
+
+test("it labels binary ticks in round units", async () => {
+  const { binaryTicks, formatAxisBytes } = await import("../src/format.js");
+  const labels = (min, max) => {
+    const ticks = binaryTicks(min, max);
+    return ticks.map((value) => formatAxisBytes(value, ticks[1] - ticks[0]));
+  };
+  assert.deepEqual(labels(0, 300 * 1024), ["0 B", "64 KiB", "128 KiB", "192 KiB", "256 KiB", "320 KiB"]);
+  assert.deepEqual(labels(1024 ** 2, 2.4 * 1024 ** 2), ["1 MiB", "1.25 MiB", "1.5 MiB", "1.75 MiB", "2 MiB", "2.25 MiB", "2.5 MiB"]);
+  // Steps finer than a quarter of the unit stay in the smaller one.
+  assert.equal(formatAxisBytes(1088 * 1024, 64 * 1024), "1,088 KiB");
+  assert.equal(formatAxisBytes(512, 128), "512 B");
+});

@@ -135,3 +135,14 @@ test("it shrinks points as lines get long, and says when a history was shortened
   const long = { series: [{ downsampled: true, commits: 10000, points: new Array(480) }] };
   assert.match(downsampleNote(long), /^Showing 480 of 10000 commits per line/);
 });
+
+test("it names the toolchain of each line only when the chart has several", async () => {
+  const { buildDatasets } = await import("../src/series.js");
+  const line = (strategy, label) => ({
+    strategy, board: "cpu", toolchain: { id: 1, spec: "", label }, commits: 1, points: [[0, 10, 9, 8, 1.0, 12]],
+  });
+  const trend = { commits: [{ sha: "a", short: "aaaaaaa", title: "", author: "" }], series: [line("none", "tvm 0.26"), line("none", "tvm 0.27")] };
+  assert.deepEqual(buildDatasets(trend, "planned_bytes").datasets.map((d) => d.label), ["none · tvm 0.26", "none · tvm 0.27"]);
+  const one = { ...trend, series: [line("none", "tvm 0.27")] };
+  assert.deepEqual(buildDatasets(one, "planned_bytes").datasets.map((d) => d.label), ["none"]);
+});

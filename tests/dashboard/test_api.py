@@ -197,9 +197,9 @@ def test_it_leaves_failed_results_out_of_the_trend(client, small_cnn, recorded_h
 def test_it_serves_the_trend_in_a_bounded_number_of_queries(
     client, small_cnn, django_assert_max_num_queries
 ):
-    # The model, its alerts, the version of its results, then (uncached) the alerts with
-    # their commits, the downsampled points, the strategy and board names, their commits.
-    with django_assert_max_num_queries(7):
+    # The model, its alerts with their commits, its trend snapshot (stored when its
+    # results were recorded).
+    with django_assert_max_num_queries(3):
         response = client.get(f"/api/models/{small_cnn.pk}/trend/")
     assert response.status_code == 200
 
