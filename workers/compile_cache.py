@@ -3,9 +3,10 @@
 A compile is identified by what it reads and how it is built: the manifest's entry for the
 model (source and parameters), the pipeline, the repository's content that the suite reads
 (the whole tree by default, only ``[suite] inputs`` when listed; nothing for a suite of zoo
-models), the strategy, the TVM version, the target, and the planner code that builds and
-plans it. Two Results with the same key on the same board would measure the same thing, so
-the later one copies the earlier one's figures and artifacts (``Result.reused_from``).
+models), the strategy, the TVM version and toolchain (spec, version and git hash: two builds
+of one release differ), the target, and the planner code that builds and plans it. Two
+Results with the same key on the same board would measure the same thing, so the later one
+copies the earlier one's figures and artifacts (``Result.reused_from``).
 """
 
 from __future__ import annotations
@@ -57,11 +58,15 @@ def model_content_hash(
     return digest.hexdigest()
 
 
-def cache_key(content_hash: str, strategy: str, tvm_version: str, target: str) -> str:
-    text = json.dumps(
-        [content_hash, strategy, tvm_version, target, planner_fingerprint()], sort_keys=True
-    )
-    return hashlib.sha256(text.encode()).hexdigest()
+def cache_key(
+    content_hash: str, strategy: str, tvm_version: str, target: str, toolchain: str = ""
+) -> str:
+    """``toolchain`` is a toolchain's identity (``Toolchain.identity``); empty for the
+    worker's own environment, whose keys are those recorded before toolchains existed."""
+    parts = [content_hash, strategy, tvm_version, target, planner_fingerprint()]
+    if toolchain:
+        parts.append(toolchain)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
 def tvm_version() -> str:

@@ -5,6 +5,7 @@
     boards = ["cpu"]
     pipeline = "compile/pipeline.py:passes"     # optional: Relax passes run before planning
     inputs = ["models/", "weights/"]            # optional: what the models read (cache key)
+    toolchains = ["apache-tvm==0.27.0.post1", "apache-tvm==0.26.0"]   # optional: TVMs to use
 
     [[models]]
     name = "small-cnn"
@@ -16,7 +17,8 @@
     source = "models/net.py:build"              # a file of this repository, at this commit
 
 Paths are relative to the repository: absolute paths and paths that leave the tree are
-refused here, before anything runs.
+refused here, before anything runs. Toolchains (:mod:`planner.tvm.toolchain`) are exact
+apache-tvm releases, wheels or source folders; ``""`` (the default) is the worker's own TVM.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from planner.tvm.repo_code import RepoCodeError, split_spec
+from planner.tvm.toolchain import ToolchainError, parse_spec
 
 MANIFEST_PATH = "peakwatch.toml"
 DEFAULT_STRATEGIES = ("tvm-stock", "none", "greedy-by-size")
 DEFAULT_BOARDS = ("cpu",)
+#: The worker's own environment.
+DEFAULT_TOOLCHAINS = ("",)
 #: Model names appear in URLs and file names: letters, digits, ``-``, ``_`` and ``.``.
 MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -69,10 +74,12 @@ class Suite:
     pipeline: str = ""
     #: Paths whose content the models read; empty means the whole tree.
     inputs: tuple[str, ...] = ()
+    #: Toolchain specs, each compiling every model x strategy x board.
+    toolchains: tuple[str, ...] = DEFAULT_TOOLCHAINS
 
     @property
     def size(self) -> int:
-        return len(self.models) * len(self.strategies) * len(self.boards)
+        return len(self.models) * len(self.strategies) * len(self.boards) * len(self.toolchains)
 
     @property
     def reads_repository(self) -> bool:
@@ -143,7 +150,27 @@ def parse(text: str, known_strategies: list[str] | None = None) -> Suite:
     for path in inputs:
         check_relative(path, "suite.inputs entry")
     models = _models(data.get("models"))
-    return Suite(tuple(models), strategies, boards, pipeline, tuple(inputs))
+    toolchains = _toolchains(suite.get("toolchains", list(DEFAULT_TOOLCHAINS)))
+    return Suite(tuple(models), strategies, boards, pipeline, tuple(inputs), toolchains)
+
+
+def _toolchains(values: Any) -> tuple[str, ...]:
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+        raise ManifestError(
+            'suite.toolchains must be a non-empty list such as ["apache-tvm==0.27.0.post1", '
+            '"apache-tvm==0.26.0"] ("" is the worker\'s own TVM)'
+        )
+    specs = []
+    for value in values:
+        try:
+            spec = parse_spec(value).text
+        except ToolchainError as exc:
+            raise ManifestError(f"suite.toolchains: {exc}") from None
+        if spec in specs:
+            what = spec or "the worker environment"
+            raise ManifestError(f"suite.toolchains: {what!r} is listed twice")
+        specs.append(spec)
+    return tuple(specs)
 
 
 def _models(raw_models: Any) -> list[ModelEntry]:

@@ -88,13 +88,16 @@ def mode() -> Mode:
 
 
 def run_job(
-    job: dict, scratch: Path, *, tree: Path | None = None, limits: Limits, devices: bool = False
+    job: dict, scratch: Path, *, tree: Path | None = None, limits: Limits, devices: bool = False,
+    python: str | None = None, folders: tuple[str, ...] = (),
 ) -> list[StrategyReport]:
     """Run ``planner.tvm.job`` on ``job``; return its StrategyReports.
 
     ``scratch`` is the only folder the child may write (artifacts, its home, its temporary
     files); ``tree``, the commit's checkout, is its working directory, read-only.
-    ``devices`` exposes the host's devices (a GPU) to the child.
+    ``devices`` exposes the host's devices (a GPU) to the child. ``python`` is the
+    interpreter to run (a toolchain's, :mod:`planner.tvm.toolchain`; the worker's own by
+    default), and ``folders`` what it reads beyond the worker's environment, shown read-only.
     """
     scratch = Path(scratch).resolve()
     tree = Path(tree).resolve() if tree is not None else None
@@ -104,7 +107,7 @@ def run_job(
     out_path = scratch / "reports.json"
     job_path.write_text(json.dumps(job))
     out_path.unlink(missing_ok=True)
-    child = [sys.executable, "-m", "planner.tvm.job", str(job_path), str(out_path)]
+    child = [python or sys.executable, "-m", "planner.tvm.job", str(job_path), str(out_path)]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(scratch / "home"),
@@ -117,7 +120,7 @@ def run_job(
     }
     current = mode()
     if current.full:
-        command = _bwrap(child, scratch, tree, env, devices=devices)
+        command = _bwrap(child, scratch, tree, env, devices=devices, folders=folders)
     else:
         command = child
     log.info("sandbox (%s): %s", "full" if current.full else "reduced", " ".join(child))
@@ -188,7 +191,8 @@ def _python_roots() -> list[Path]:
 
 
 def _bwrap(
-    child: list[str], scratch: Path, tree: Path | None, env: dict, *, devices: bool
+    child: list[str], scratch: Path, tree: Path | None, env: dict, *, devices: bool,
+    folders: tuple[str, ...] = (),
 ) -> list[str]:
     args = [
         shutil.which("bwrap") or "bwrap",
@@ -212,6 +216,9 @@ def _bwrap(
         "--tmpfs", "/tmp",
         "--bind", str(scratch), str(scratch),
     ]
+    # After the tmpfs: a toolchain kept under /tmp would be hidden by it otherwise.
+    for folder in folders:
+        args += ["--ro-bind", str(folder), str(folder)]
     if tree is not None:
         args += ["--ro-bind", str(tree), str(tree)]
     args += ["--chdir", str(tree or scratch), "--clearenv"]

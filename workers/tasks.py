@@ -19,7 +19,7 @@ from django.conf import settings
 from dashboard import actions, gitrepo, queue
 from dashboard.models import Result, Run
 from planner.report import StrategyReport
-from workers import boards, compile_cache, manifest, sandbox
+from workers import boards, compile_cache, manifest, sandbox, toolchains
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,8 @@ def plan_run(self, run_id: int) -> None:
     actions.append_log(
         run,
         f"{len(suite.models)} models x {len(suite.strategies)} strategies "
-        f"x {len(suite.boards)} boards",
+        f"x {len(suite.boards)} boards"
+        + (f" x {len(suite.toolchains)} toolchains" if len(suite.toolchains) > 1 else ""),
     )
     for board in suite.boards:
         run_on_board.apply_async(args=[run_id, board], queue=queue.board_queue(board))
@@ -140,10 +141,13 @@ def run_on_board(self, run_id: int, board: str) -> None:
         actions.mark_board_seen(board, {**info, "current_run": None})
 
 
-def _missing(run: Run, suite: manifest.Suite, entry: manifest.ModelEntry, board: str):
+def _missing(
+    run: Run, suite: manifest.Suite, entry: manifest.ModelEntry, board: str, toolchain: str
+):
     done = set(
-        Result.objects.filter(run=run, model__name=entry.name, board__name=board)
-        .values_list("strategy__name", flat=True)
+        Result.objects.filter(
+            run=run, model__name=entry.name, board__name=board, toolchain__spec=toolchain
+        ).values_list("strategy__name", flat=True)
     )
     return [s for s in suite.strategies if s not in done]
 
@@ -154,31 +158,71 @@ def _run_suite(run: Run, suite: manifest.Suite, board: str, runner, mirror: Path
         tree = None
         if suite.reads_repository:
             tree = gitrepo.checkout(mirror, run.commit.sha, Path(scratch) / "tree")
-        for index, entry in enumerate(suite.models):
-            todo = _missing(run, suite, entry, board)
-            if not todo:
+        for number, spec in enumerate(suite.toolchains):
+            if not any(_missing(run, suite, entry, board, spec) for entry in suite.models):
                 continue
-            keys = _cache_keys(run, suite, entry, runner, todo, mirror)
-            todo = _reuse_cached(run, entry, board, todo, keys)
-            if not todo:
+            try:
+                toolchain = toolchains.acquire(spec, lambda line: actions.append_log(run, line))
+            except toolchains.ToolchainError as exc:
+                _record_refused(run, suite, board, spec, str(exc))
                 continue
-            actions.append_log(run, f"{entry.name} on {board}: {', '.join(todo)}")
-            artifacts = Path(scratch) / f"model-{index}"
-            artifacts.mkdir()
-            reports = runner.measure(
-                model_name=entry.name, source=entry.source, params=entry.params,
-                strategies=todo, artifacts_dir=artifacts, repeat=repeat, tree=tree,
-                pipeline=suite.pipeline,
+            actions.record_toolchain(
+                spec, tvm_version=toolchain.tvm_version, tvm_git_hash=toolchain.tvm_git_hash
             )
-            for strategy, report in zip(todo, reports, strict=True):
-                if not report.ok:
-                    actions.append_log(run, f"{entry.name} / {strategy}: {report.error}")
-                actions.record_result(
-                    run, model=entry.name, strategy=strategy, board=board, report=report,
-                    cache_key=keys.get(strategy, "") if report.ok else "",
+            for index, entry in enumerate(suite.models):
+                _run_model(
+                    run, suite, entry, board, runner, mirror, toolchain, tree=tree,
+                    artifacts=Path(scratch) / f"model-{number}-{index}", repeat=repeat,
                 )
     actions.append_log(run, f"board {board} done")
     actions.finish_run(run)
+
+
+def _run_model(
+    run: Run, suite: manifest.Suite, entry: manifest.ModelEntry, board: str, runner,
+    mirror: Path, toolchain: toolchains.Toolchain, *, tree: Path | None, artifacts: Path,
+    repeat: int,
+) -> None:
+    """Compile and record what is missing of one model under one toolchain."""
+    spec = toolchain.spec
+    todo = _missing(run, suite, entry, board, spec)
+    if not todo:
+        return
+    keys = _cache_keys(run, suite, entry, runner, todo, mirror, toolchain)
+    todo = _reuse_cached(run, entry, board, todo, keys, spec)
+    if not todo:
+        return
+    where = f"{entry.name} on {board}" + (f" with {spec}" if spec else "")
+    actions.append_log(run, f"{where}: {', '.join(todo)}")
+    artifacts.mkdir()
+    reports = runner.measure(
+        model_name=entry.name, source=entry.source, params=entry.params,
+        strategies=todo, artifacts_dir=artifacts, repeat=repeat, tree=tree,
+        pipeline=suite.pipeline, toolchain=toolchain if spec else None,
+    )
+    for strategy, report in zip(todo, reports, strict=True):
+        if not report.ok:
+            actions.append_log(run, f"{where} / {strategy}: {report.error}")
+        actions.record_result(
+            run, model=entry.name, strategy=strategy, board=board, report=report,
+            cache_key=keys.get(strategy, "") if report.ok else "", toolchain=spec,
+        )
+
+
+def _record_refused(
+    run: Run, suite: manifest.Suite, board: str, spec: str, reason: str
+) -> None:
+    """A toolchain that cannot be made or cannot work fails its own Results, with the
+    reason; the suite's other toolchains still run."""
+    actions.append_log(run, reason)
+    for entry in suite.models:
+        for strategy in _missing(run, suite, entry, board, spec):
+            actions.record_result(
+                run, model=entry.name, strategy=strategy, board=board, toolchain=spec,
+                report=StrategyReport.failed(
+                    entry.name, strategy, reason, model_source=entry.source
+                ),
+            )
 
 
 def _record_offline(run: Run, suite: manifest.Suite, board: str, reason: str) -> None:
@@ -188,29 +232,41 @@ def _record_offline(run: Run, suite: manifest.Suite, board: str, reason: str) ->
     like a board whose models all broke, nor leave the run waiting forever.
     """
     error = f"board offline: {reason}"
-    for entry in suite.models:
-        for strategy in _missing(run, suite, entry, board):
-            actions.record_result(
-                run, model=entry.name, strategy=strategy, board=board,
-                report=StrategyReport.failed(
-                    entry.name, strategy, error, model_source=entry.source
-                ),
-            )
+    for spec in suite.toolchains:
+        for entry in suite.models:
+            for strategy in _missing(run, suite, entry, board, spec):
+                actions.record_result(
+                    run, model=entry.name, strategy=strategy, board=board, toolchain=spec,
+                    report=StrategyReport.failed(
+                        entry.name, strategy, error, model_source=entry.source
+                    ),
+                )
     actions.append_log(run, f"board {board} is offline: {reason}")
     actions.finish_run(run, error=f"board {board} is offline: {reason}")
 
 
-def _cache_keys(run: Run, suite, entry, runner, strategies, mirror: Path) -> dict[str, str]:
+def _cache_keys(
+    run: Run, suite, entry, runner, strategies, mirror: Path, toolchain: toolchains.Toolchain
+) -> dict[str, str]:
     """The compile-cache key of each strategy; empty when the model's content is unknown."""
     content = compile_cache.model_content_hash(entry, suite, mirror, run.commit.sha)
     if content is None:
         return {}
-    version = compile_cache.tvm_version()
     identity = runner.cache_identity
-    return {s: compile_cache.cache_key(content, s, version, identity) for s in strategies}
+    if not toolchain.spec:
+        version = compile_cache.tvm_version()
+        return {s: compile_cache.cache_key(content, s, version, identity) for s in strategies}
+    return {
+        s: compile_cache.cache_key(
+            content, s, toolchain.tvm_version, identity, toolchain=toolchain.identity
+        )
+        for s in strategies
+    }
 
 
-def _reuse_cached(run: Run, entry, board: str, strategies, keys: dict[str, str]) -> list[str]:
+def _reuse_cached(
+    run: Run, entry, board: str, strategies, keys: dict[str, str], toolchain: str = ""
+) -> list[str]:
     """Record cached figures for what was compiled before; return what still needs a compile."""
     todo, reused = [], []
     for strategy in strategies:
@@ -223,5 +279,6 @@ def _reuse_cached(run: Run, entry, board: str, strategies, keys: dict[str, str])
         actions.reuse_result(run, model=entry.name, strategy=strategy, board=board, source=source)
         reused.append(f"{strategy} (from run {source.run_id})")
     if reused:
-        actions.append_log(run, f"{entry.name} on {board}: unchanged, reused {', '.join(reused)}")
+        where = f"{entry.name} on {board}" + (f" with {toolchain}" if toolchain else "")
+        actions.append_log(run, f"{where}: unchanged, reused {', '.join(reused)}")
     return todo

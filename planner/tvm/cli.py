@@ -1,12 +1,16 @@
 """``python -m planner compile``: plan a real model under strategies, build, check, measure.
 
 TVM is imported by the handler only, so ``python -m planner strategies`` stays instant.
+With ``--toolchain SPEC`` the command creates (or reuses) that TVM's environment
+(:mod:`planner.tvm.toolchain`) and runs itself again in it, without the option.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,22 +31,51 @@ def _param(text: str) -> tuple[str, object]:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help="zoo:NAME, a path to an .onnx file, or module.py:factory")
     parser.add_argument(
-        "--strategy", action="append", default=None,
+        "--strategy",
+        action="append",
+        default=None,
         help="a strategy name, or 'all'; repeat for several (default: all)",
     )
-    parser.add_argument("--param", action="append", type=_param, default=[],
-                        metavar="KEY=VALUE", help="a model parameter, e.g. resolution=64")
+    parser.add_argument(
+        "--param",
+        action="append",
+        type=_param,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a model parameter, e.g. resolution=64",
+    )
     parser.add_argument("--target", default="llvm")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per strategy")
-    parser.add_argument("--no-memory", action="store_true",
-                        help="skip measuring the bytes the runtime really holds")
-    parser.add_argument("--artifacts", type=Path, default=None,
-                        help="folder for plans, problems, modules and libraries")
-    parser.add_argument("--json", type=Path, default=None, dest="json_out",
-                        help="write every strategy's report here")
+    parser.add_argument(
+        "--no-memory", action="store_true", help="skip measuring the bytes the runtime really holds"
+    )
+    parser.add_argument(
+        "--artifacts",
+        type=Path,
+        default=None,
+        help="folder for plans, problems, modules and libraries",
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        dest="json_out",
+        help="write every strategy's report here",
+    )
+    parser.add_argument(
+        "--toolchain",
+        default="",
+        metavar="SPEC",
+        help="compile with another TVM: apache-tvm==VERSION (from PyPI), an apache_tvm wheel "
+        "or a built TVM source folder; created on first use under PEAKWATCH_TOOLCHAIN_DIR "
+        "(default ~/.cache/peakwatch/toolchains)",
+    )
+    parser.set_defaults(compile_parser=parser)
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.toolchain:
+        return _in_toolchain(args)
     from planner.tvm.compile import compile_model, strategy_names
     from planner.tvm.zoo import ModelSource, ModelSourceError
 
@@ -51,15 +84,19 @@ def handle(args: argparse.Namespace) -> int:
     strategies = known if "all" in requested else list(dict.fromkeys(requested))
     unknown = [s for s in strategies if s not in known]
     if unknown:
-        sys.stderr.write(f"planner: unknown strategy {', '.join(unknown)}; "
-                         f"known: {', '.join(known)}\n")
+        sys.stderr.write(
+            f"planner: unknown strategy {', '.join(unknown)}; known: {', '.join(known)}\n"
+        )
         return 2
     source = ModelSource(args.model, dict(args.param))
     try:
         reports = compile_model(
-            source, strategies, target=args.target, repeat=args.repeat,
-            artifacts_dir=args.artifacts, memory_configs=() if args.no_memory else
-            ("pooled", "naive"),
+            source,
+            strategies,
+            target=args.target,
+            repeat=args.repeat,
+            artifacts_dir=args.artifacts,
+            memory_configs=() if args.no_memory else ("pooled", "naive"),
         )
     except ModelSourceError as exc:
         sys.stderr.write(f"planner: {exc}\n")
@@ -70,24 +107,85 @@ def handle(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _in_toolchain(args: argparse.Namespace) -> int:
+    from planner.tvm import toolchain
+
+    def progress(line: str) -> None:
+        sys.stderr.write(f"planner: {line}\n")
+
+    try:
+        chosen = toolchain.ensure(args.toolchain, toolchain.default_root(), progress)
+    except toolchain.ToolchainError as exc:
+        sys.stderr.write(f"planner: {exc}\n")
+        return 2
+    env = {**os.environ, "PYTHONPATH": str(toolchain.PROJECT_ROOT)}
+    command = [chosen.python, "-m", "planner", "compile", *_forwarded(args)]
+    return subprocess.run(command, env=env, check=False).returncode
+
+
+def _forwarded(args: argparse.Namespace) -> list[str]:
+    """The command line that gave ``args``, less ``--toolchain``: every option of the
+    compile parser, so an option added later is forwarded too."""
+    argv: list[str] = []
+    for action in args.compile_parser._actions:
+        if action.dest in ("help", "toolchain", "compile_parser") or not hasattr(args, action.dest):
+            continue
+        value = getattr(args, action.dest)
+        if not action.option_strings:
+            argv.append(_as_text(value))
+            continue
+        flag = max(action.option_strings, key=len)
+        if action.nargs == 0:
+            argv += [flag] if value else []
+        elif isinstance(action, argparse._AppendAction):
+            for item in value or []:
+                argv += [flag, _as_text(item)]
+        elif value is not None:
+            argv += [flag, _as_text(value)]
+    return argv
+
+
+def _as_text(value) -> str:
+    if isinstance(value, tuple):  # a --param, parsed
+        key, item = value
+        return f"{key}={json.dumps(item)}"
+    return str(value)
+
+
 def format_table(reports) -> str:
-    header = ("strategy", "planned", "intermediates", "lower bound", "measured peak",
-              "latency ms", "match", "compile s")
+    header = (
+        "strategy",
+        "planned",
+        "intermediates",
+        "lower bound",
+        "measured peak",
+        "latency ms",
+        "match",
+        "compile s",
+    )
     rows = [header]
     for r in reports:
         latency = r.latency_ms or {}
-        rows.append((
-            r.strategy,
-            _num(r.planned_bytes), _num(r.intermediate_bytes), _num(r.lower_bound_bytes),
-            _num(r.measured_peak_bytes),
-            f"{latency['median']:.3f}" if "median" in latency else "-",
-            {True: "yes", False: "NO", None: "-"}[r.outputs_match],
-            f"{r.compile_seconds:.2f}" if r.compile_seconds is not None else "-",
-        ))
+        rows.append(
+            (
+                r.strategy,
+                _num(r.planned_bytes),
+                _num(r.intermediate_bytes),
+                _num(r.lower_bound_bytes),
+                _num(r.measured_peak_bytes),
+                f"{latency['median']:.3f}" if "median" in latency else "-",
+                {True: "yes", False: "NO", None: "-"}[r.outputs_match],
+                f"{r.compile_seconds:.2f}" if r.compile_seconds is not None else "-",
+            )
+        )
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(str(c).rjust(w) if i else str(c).ljust(w)
-                       for i, (c, w) in enumerate(zip(row, widths, strict=True)))
-             for row in rows]
+    lines = [
+        "  ".join(
+            str(c).rjust(w) if i else str(c).ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
     errors = [f"{r.strategy}: {r.error}" for r in reports if r.error]
     return "\n".join(lines + errors)
 
@@ -97,6 +195,8 @@ def _num(value) -> str:
 
 
 register_subcommand(
-    "compile", configure, handle,
+    "compile",
+    configure,
+    handle,
     help="compile a model with TVM under planning strategies; check and measure each build",
 )

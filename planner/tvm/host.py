@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import tvm
 
+from planner.tvm.compat import git_hash
+
 
 def tvm_version() -> str:
     return tvm.__version__
@@ -24,6 +26,7 @@ def environment() -> dict:
         "processor": _cpu_model(),
         "numpy": np.__version__,
         "tvm": tvm.__version__,
+        "tvm_git_hash": git_hash(),
     }
 
 

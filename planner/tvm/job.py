@@ -10,6 +10,9 @@ A job with a ``micro`` key (``board`` and/or ``machine``, optional ``sram_bytes`
 ``flash_bytes``) is a micro board's: the C build is compiled and checked, then exported,
 built and run on the emulated board here too (:mod:`planner.tvm.micro.report`), since both
 build the model from what may be repository code.
+
+The interpreter that runs this module is the toolchain's (:mod:`planner.tvm.toolchain`): its
+TVM is the one imported here, and each report names the job's ``toolchain`` spec.
 """
 
 from __future__ import annotations
@@ -29,8 +32,16 @@ def run(job: dict) -> list[StrategyReport]:
     source = ModelSource(job["source"], job.get("params") or {})
     options = {
         key: job[key]
-        for key in ("target", "repeat", "lift_temporaries", "check_locally", "pipeline",
-                    "planner_time_limit", "artifacts_dir", "base_dir")
+        for key in (
+            "target",
+            "repeat",
+            "lift_temporaries",
+            "check_locally",
+            "pipeline",
+            "planner_time_limit",
+            "artifacts_dir",
+            "base_dir",
+        )
         if key in job
     }
     if "memory_configs" in job:
@@ -46,15 +57,21 @@ def run(job: dict) -> list[StrategyReport]:
         logging.getLogger(__name__).exception("model %s failed to build", job["model"])
         return [
             StrategyReport.failed(
-                job["model"], strategy, f"{type(exc).__name__}: {exc}",
+                job["model"],
+                strategy,
+                f"{type(exc).__name__}: {exc}",
                 model_source=job["source"],
             )
             for strategy in job["strategies"]
         ]
     if micro is not None:
         micro_report.run_on_board(
-            reports, source, micro, model_name=job["model"],
-            artifacts_dir=job.get("artifacts_dir"), base_dir=job.get("base_dir"),
+            reports,
+            source,
+            micro,
+            model_name=job["model"],
+            artifacts_dir=job.get("artifacts_dir"),
+            base_dir=job.get("base_dir"),
             pipeline=job.get("pipeline", ""),
         )
     return reports
@@ -64,6 +81,9 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     job = json.loads(Path(argv[0]).read_text())
     reports = run(job)
+    for report in reports:
+        # Failed reports too: the worker records each under the toolchain it asked for.
+        report.environment["toolchain"] = job.get("toolchain", "")
     Path(argv[1]).write_text(json.dumps([r.to_json() for r in reports], default=str))
     return 0
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner.report import StrategyReport
+from planner.tvm.toolchain import Toolchain
 from workers import sandbox
 from workers.boards.config import BoardConfig
 
@@ -40,6 +41,8 @@ class CompileJob:
     #: ``path.py:function`` returning Relax passes (the manifest's ``[suite] pipeline``).
     pipeline: str = ""
     options: dict = field(default_factory=dict)
+    #: The TVM to compile with; None: the worker's own environment.
+    toolchain: Toolchain | None = None
 
 
 class BoardRunner:
@@ -109,10 +112,12 @@ class BoardRunner:
         repeat: int,
         tree: Path | None = None,
         pipeline: str = "",
+        toolchain: Toolchain | None = None,
     ) -> list[StrategyReport]:
         job = CompileJob(
             model_name=model_name, source=source, params=params, strategies=list(strategies),
             artifacts_dir=Path(artifacts_dir), repeat=repeat, tree=tree, pipeline=pipeline,
+            toolchain=toolchain,
         )
         reports = self.compile(job)
         self.after_compile(job, [r for r in reports if r.ok])
@@ -136,9 +141,14 @@ class BoardRunner:
         }
         if spec["base_dir"] is None:
             del spec["base_dir"]
+        toolchain = job.toolchain
+        if toolchain is not None:
+            spec["toolchain"] = toolchain.spec
         try:
             return sandbox.run_job(
-                spec, artifacts, tree=job.tree, limits=self.limits, devices=self.needs_devices
+                spec, artifacts, tree=job.tree, limits=self.limits, devices=self.needs_devices,
+                python=toolchain.python if toolchain else None,
+                folders=toolchain.folders if toolchain else (),
             )
         except sandbox.SandboxError as exc:
             return [
