@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from dashboard.models import Repository, Result, Run
-from tests.tracking.conftest import FIRST_FIT_PLANNER, NHWC_PIPELINE
+from tests.tracking.conftest import FIRST_FIT_PLANNER, FP16_PIPELINE
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker, pytest.mark.slow]
 
@@ -38,8 +38,8 @@ def test_model_pipeline_and_planner_changes_each_move_their_series(
     toml = example_repo.read("peakwatch.toml")
     example_repo.write("peakwatch.toml", toml.replace("width = 8", "width = 16"))
     shas.append(example_repo.commit("Widen the ConvNet to 16 channels"))
-    example_repo.write("compile/pipeline.py", NHWC_PIPELINE)
-    shas.append(example_repo.commit("Compile convolutions in NHWC"))
+    example_repo.write("compile/pipeline.py", FP16_PIPELINE)
+    shas.append(example_repo.commit("Compile in half precision"))
     example_repo.write("planning/mine.py", FIRST_FIT_PLANNER)
     shas.append(example_repo.commit("Plan with first fit by size"))
 
@@ -50,8 +50,8 @@ def test_model_pipeline_and_planner_changes_each_move_their_series(
         assert run.status == Run.Status.SUCCEEDED, (run.error, run.log, _log(worker))
         assert "convnet" in out and REPO_PLANNER in out
 
-    first, wider, nhwc, first_fit = (planned(sha) for sha in shas)
-    for figures in (first, wider, nhwc, first_fit):
+    first, wider, half, first_fit = (planned(sha) for sha in shas)
+    for figures in (first, wider, half, first_fit):
         assert len(figures) == 6 and None not in figures.values()
     # Results carry the manifest's strategy string, the repository planner included.
     assert ("convnet", REPO_PLANNER) in first
@@ -60,14 +60,14 @@ def test_model_pipeline_and_planner_changes_each_move_their_series(
     for strategy in ("tvm-stock", "greedy-by-size", REPO_PLANNER):
         assert wider[("convnet", strategy)] > first[("convnet", strategy)]
         assert wider[("mlp", strategy)] == first[("mlp", strategy)]
-    # A pipeline change moves every strategy of the models it transforms.
+    # A pipeline change moves every strategy of every model it transforms.
     for strategy in ("tvm-stock", "greedy-by-size", REPO_PLANNER):
-        assert nhwc[("convnet", strategy)] != wider[("convnet", strategy)]
-        assert nhwc[("mlp", strategy)] == wider[("mlp", strategy)]
+        for model in ("convnet", "mlp"):
+            assert half[(model, strategy)] < wider[(model, strategy)]
     # A planner change moves only the repository planner's series.
-    assert first_fit[("convnet", REPO_PLANNER)] < nhwc[("convnet", REPO_PLANNER)]
-    assert first_fit[("convnet", "tvm-stock")] == nhwc[("convnet", "tvm-stock")]
-    assert first_fit[("convnet", "greedy-by-size")] == nhwc[("convnet", "greedy-by-size")]
+    assert first_fit[("convnet", REPO_PLANNER)] < half[("convnet", REPO_PLANNER)]
+    assert first_fit[("convnet", "tvm-stock")] == half[("convnet", "tvm-stock")]
+    assert first_fit[("convnet", "greedy-by-size")] == half[("convnet", "greedy-by-size")]
     # Every build was checked against TVM's stock build.
     assert not Result.objects.exclude(outputs_match=True).exists()
 
