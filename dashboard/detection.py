@@ -118,10 +118,7 @@ def find_regressions(run: Run) -> list[Finding]:
     for result in earlier:
         series = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
         history.setdefault(series, {})[result.commit_id] = result
-    overrides = {
-        (t.model_id, t.strategy_id, t.board_id): t.bytes_threshold
-        for t in SeriesThreshold.objects.filter(model__repository=repository)
-    }
+    overrides = _threshold_overrides(repository)
     for result in results:
         series = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
         before = sorted(history.get(series, {}).values(), key=lambda r: rank[r.commit_id])
@@ -129,14 +126,7 @@ def find_regressions(run: Run) -> list[Finding]:
             continue
         nearest = before[0]
         threshold = overrides.get(series[:3], repository.bytes_threshold)
-        if (
-            result.planned_bytes is not None
-            and nearest.planned_bytes is not None
-            and bytes_regressed(result.planned_bytes, nearest.planned_bytes, threshold)
-        ):
-            findings.append(
-                Finding("bytes", result, nearest, nearest.planned_bytes, result.planned_bytes)
-            )
+        findings += _bytes_finding(result, nearest, threshold)
         # A reused result measured nothing new: its samples are an older commit's.
         if result.is_reused or not result.latency_samples_ms:
             continue
@@ -182,10 +172,7 @@ def toolchain_regressions(run: Run, results: list[Result], chain: list[int]) -> 
         .values_list("model_id", "strategy_id", "board_id", "toolchain_id")
         .distinct()
     )
-    overrides = {
-        (t.model_id, t.strategy_id, t.board_id): t.bytes_threshold
-        for t in SeriesThreshold.objects.filter(model__repository=repository)
-    }
+    overrides = _threshold_overrides(repository)
     findings = []
     for result in results:
         key = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
@@ -195,14 +182,7 @@ def toolchain_regressions(run: Run, results: list[Result], chain: list[int]) -> 
         if older is None:
             continue
         threshold = overrides.get(key[:3], repository.bytes_threshold)
-        if (
-            result.planned_bytes is not None
-            and older.planned_bytes is not None
-            and bytes_regressed(result.planned_bytes, older.planned_bytes, threshold)
-        ):
-            findings.append(
-                Finding("bytes", result, older, older.planned_bytes, result.planned_bytes)
-            )
+        findings += _bytes_finding(result, older, threshold)
         if result.is_reused or not result.latency_samples_ms or not older.latency_samples_ms:
             continue
         regressed, p_value = latency_test(
@@ -215,6 +195,25 @@ def toolchain_regressions(run: Run, results: list[Result], chain: list[int]) -> 
                 statistics.median(result.latency_samples_ms), p_value,
             ))
     return findings
+
+
+def _threshold_overrides(repository) -> dict[tuple[int, int, int], int]:
+    """Per-series byte thresholds set for (model, strategy, board), under any toolchain."""
+    return {
+        (t.model_id, t.strategy_id, t.board_id): t.bytes_threshold
+        for t in SeriesThreshold.objects.filter(model__repository=repository)
+    }
+
+
+def _bytes_finding(result: Result, baseline: Result, threshold: int) -> list[Finding]:
+    """A bytes finding when ``result`` planned more than ``baseline`` by over ``threshold``."""
+    if (
+        result.planned_bytes is not None
+        and baseline.planned_bytes is not None
+        and bytes_regressed(result.planned_bytes, baseline.planned_bytes, threshold)
+    ):
+        return [Finding("bytes", result, baseline, baseline.planned_bytes, result.planned_bytes)]
+    return []
 
 
 def _older_toolchain_result(result: Result, at_commit: dict, order) -> Result | None:

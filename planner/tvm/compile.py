@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -278,25 +278,11 @@ def _in_chosen_order(variant: _Variant, entry: str, bounds: dict) -> _Variant:
     except Exception as exc:  # a failed search leaves program order, and the build, standing
         if not isinstance(exc, ReorderError):
             log.exception("operator order search failed")
-        return _Variant(
-            variant.module,
-            variant.planned,
-            variant.by_binding,
-            variant.lifted,
-            variant.temporaries,
-            program=variant,
-            order_note=f"not reordered: {type(exc).__name__}: {exc}",
+        return replace(
+            variant, program=variant, order_note=f"not reordered: {type(exc).__name__}: {exc}"
         )
     if choice.kept_program_order:
-        return _Variant(
-            variant.module,
-            variant.planned,
-            variant.by_binding,
-            variant.lifted,
-            variant.temporaries,
-            program=variant,
-            order=choice,
-        )
+        return replace(variant, program=variant, order=choice)
     by_binding = extract(module, entry, bounds)
     planned = by_binding
     if variant.lifted:
