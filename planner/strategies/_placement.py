@@ -27,7 +27,7 @@ from itertools import chain
 
 import numpy as np
 
-from planner.problem import Problem
+from planner.problem import Problem, lower_bound
 
 UNPLACED = -1
 # Hill climbing and the exact search use the explicit conflict graph only below this many
@@ -90,6 +90,7 @@ class Instance:
         self._pairs: int | None = None
         self._real_mask: np.ndarray | None = None
         self._batch_state: tuple[_Windows, np.ndarray, np.ndarray | None] | None | bool = False
+        self._lowest_height: int | None = None
 
     @classmethod
     def of(cls, problem: Problem) -> Instance:
@@ -150,6 +151,30 @@ class Instance:
                 )
         return positions
 
+    def lowest_height(self) -> int:
+        """No plan is lower than this: the max-live bound (``planner.problem.lower_bound``),
+        or the top of the fixed-offset buffers when that is higher. Found once, by numpy
+        from the instance's arrays where the sums fit int64."""
+        if self._lowest_height is None:
+            sizes = self.sizes
+            if sum(sizes) < 1 << 63:
+                size = np.array(sizes, dtype=np.int64)
+                real = size > 0
+                size = size[real]
+                times = np.concatenate((self._lo[real], self._hi[real]))
+                deltas = np.concatenate((size, -size))
+                # Ends (negative) before starts at equal times: the intervals are half-open.
+                live = np.cumsum(deltas[np.lexsort((deltas, times))])
+                bound = max(int(live.max()), 0) if len(live) else 0
+            else:
+                bound = lower_bound(self.problem)
+            fixed_top = max(
+                (f + s for f, s in zip(self.fixed, sizes, strict=True) if f is not None),
+                default=0,
+            )
+            self._lowest_height = max(bound, fixed_top)
+        return self._lowest_height
+
     def batch_state(self) -> tuple[_Windows, np.ndarray, np.ndarray | None] | None:
         """What ``place_in_batches`` needs (windows, sizes, alignments or None when all are
         1), built once; None when a plan's addresses could leave int64."""
@@ -209,6 +234,10 @@ class Instance:
 
     def offsets_by_id(self, offsets: Sequence[int]) -> dict[str, int]:
         return dict(zip(self.ids, offsets, strict=True))
+
+
+class PassAbandoned(Exception):
+    """A placement pass given a ``ceiling`` reached it: its plan cannot be lower."""
 
 
 class GraphTooLarge(Exception):
@@ -274,25 +303,6 @@ def _add_interval(intervals: list[int], start: int, end: int) -> bool:
     return True
 
 
-def _merge(lists: list[list[int]]) -> list[int]:
-    """The union of several interval lists, as one interval list."""
-    if len(lists) == 1:
-        return lists[0]
-    pairs = []
-    for intervals in lists:
-        pairs.extend(zip(intervals[::2], intervals[1::2], strict=True))
-    pairs.sort()
-    merged: list[int] = []
-    for start, end in pairs:
-        if merged and start <= merged[-1]:
-            if end > merged[-1]:
-                merged[-1] = end
-        else:
-            merged.append(start)
-            merged.append(end)
-    return merged
-
-
 # Above this many intervals in all, a query's union is found with numpy (when the addresses
 # fit in int64), below it in plain Python.
 NUMPY_FROM = 256
@@ -329,23 +339,36 @@ def best_fit_in(lists: list[list[int]], size: int, alignment: int) -> int:
         found = _fit_numpy(lists, size, alignment, best=True)
         if found is not None:
             return found
-    intervals = _merge(lists)
+    # The gaps of the union as ``_fit_numpy`` reads them (the k-th smallest end below the
+    # (k+1)-th smallest start), with list operations that run in C rather than a merge.
+    if len(lists) == 1:
+        intervals = lists[0]
+        starts = intervals[0::2]
+        ends = intervals[1::2]
+    else:
+        flat = list(chain.from_iterable(lists))
+        starts = flat[0::2]
+        starts.sort()
+        ends = flat[1::2]
+        ends.sort()
+    top = ends[-1]
+    # Gap k runs from ends[k] to starts[k]; zip drops the top end, which bounds no gap.
+    ends.insert(0, 0)
+    if alignment == 1:
+        fitting = [(hi - lo, lo) for lo, hi in zip(ends, starts, strict=False) if hi - lo >= size]
+        return min(fitting)[1] if fitting else top
     best_offset = -1
     best_gap = -1
-    reach = 0
-    for k in range(0, len(intervals), 2):
-        start = intervals[k]
-        if start > reach:
-            gap = start - reach
-            if best_gap < 0 or gap < best_gap:
-                candidate = align_up(reach, alignment)
-                if candidate + size <= start:
-                    best_gap = gap
-                    best_offset = candidate
-        reach = intervals[k + 1]
+    for lo, hi in zip(ends, starts, strict=False):
+        gap = hi - lo
+        if gap >= size and (best_gap < 0 or gap < best_gap):
+            candidate = -(-lo // alignment) * alignment
+            if candidate + size <= hi:
+                best_gap = gap
+                best_offset = candidate
     if best_offset >= 0:
         return best_offset
-    return align_up(reach, alignment)
+    return align_up(top, alignment)
 
 
 def _fit_numpy(lists: list[list[int]], size: int, alignment: int, best: bool) -> int | None:
@@ -387,8 +410,10 @@ class Occupancy:
 
     A segment tree over ``slots`` compressed time slots. ``stored[v]`` holds the address
     intervals of the blocks whose lifetime covers node ``v``'s span (and not its parent's);
-    ``union[v]`` the addresses used anywhere in ``v``'s span. Both are interval lists
-    (``_add_interval``), created on first use.
+    ``union[v]`` the addresses of the blocks stored at ``v`` or below it (those used
+    somewhere in ``v``'s span, less the blocks stored at its ancestors, which a query
+    collects from ``stored``). Both are interval lists (``_add_interval``), created on
+    first use.
     """
 
     def __init__(self, slots: int) -> None:
@@ -407,7 +432,8 @@ class Occupancy:
         union = self.union
         lo = slot_lo + self.width
         hi = slot_hi + self.width
-        left, right = lo, hi - 1
+        # Each canonical node's union takes the interval, and so do its ancestors' (all on
+        # the paths from the two end leaves up), as far as the first that already has it.
         while lo < hi:
             if lo & 1:
                 self._store(stored, lo, start, end)
@@ -419,28 +445,45 @@ class Occupancy:
                 self._lift(union, hi, start, end)
             lo >>= 1
             hi >>= 1
-        # The ancestors of the canonical nodes are those of the two end leaves.
-        self._lift(union, left >> 1, start, end)
-        self._lift(union, right >> 1, start, end)
 
     @staticmethod
     def _store(lists: list[list[int] | None], node: int, start: int, end: int) -> None:
         intervals = lists[node]
         if intervals is None:
             lists[node] = [start, end]
-        else:
-            _add_interval(intervals, start, end)
+            return
+        # ``_add_interval``, inlined (this and ``_lift`` run a few times per tree level).
+        i = bisect_left(intervals, start)
+        j = bisect_right(intervals, end)
+        if i & 1:
+            i -= 1
+            start = intervals[i]
+        if j & 1:
+            end = intervals[j]
+            j += 1
+        intervals[i:j] = (start, end)
 
     @staticmethod
     def _lift(union: list[list[int] | None], node: int, start: int, end: int) -> None:
         # Walk up while the interval is new to the node's union: a union that already has
-        # it is inside every ancestor's union too.
+        # it is inside every ancestor's union too. ``_add_interval``, inlined.
         while node:
             intervals = union[node]
             if intervals is None:
                 union[node] = [start, end]
-            elif not _add_interval(intervals, start, end):
-                return
+            else:
+                i = bisect_left(intervals, start)
+                j = bisect_right(intervals, end)
+                low, high = start, end
+                if i & 1:
+                    i -= 1
+                    low = intervals[i]
+                if j & 1:
+                    high = intervals[j]
+                    j += 1
+                if j - i == 2 and intervals[i] == low and intervals[i + 1] == high:
+                    return
+                intervals[i:j] = (low, high)
             node >>= 1
 
     def used(self, slot_lo: int, slot_hi: int) -> list[list[int]]:
@@ -453,16 +496,21 @@ class Occupancy:
         # Blocks stored at nodes that contain a query end: ancestors of the end leaves.
         node = lo >> 1
         other = (hi - 1) >> 1
+        while other != node:
+            intervals = stored[node]
+            if intervals:
+                lists.append(intervals)
+            intervals = stored[other]
+            if intervals:
+                lists.append(intervals)
+            node >>= 1
+            other >>= 1
+        # From where the two paths meet, one path.
         while node:
             intervals = stored[node]
             if intervals:
                 lists.append(intervals)
-            if other != node:
-                intervals = stored[other]
-                if intervals:
-                    lists.append(intervals)
             node >>= 1
-            other >>= 1
         while lo < hi:
             if lo & 1:
                 intervals = union[lo]
@@ -485,10 +533,15 @@ def place_in_order(
     fit: str = "first",
     offsets: list[int] | None = None,
     deadline: float | None = None,
+    *,
+    ceiling: int | None = None,
 ) -> list[int]:
     """Place buffers one by one in ``order``, each against the placed buffers it conflicts
     with: at the lowest offset that fits (``fit="first"``) or in the smallest gap that holds
     it (``"best"``).
+
+    With ``ceiling``, the pass raises PassAbandoned as soon as a buffer it places reaches
+    ``ceiling`` (its plan would be at least that high), before the deadline's stacking.
 
     Buffers with a fixed offset are placed first, at that offset, whatever ``order`` says;
     zero-sized buffers go to offset 0. With ``offsets`` (a partial plan, UNPLACED marking
@@ -496,7 +549,7 @@ def place_in_order(
     left are stacked above everything placed: a valid plan, returned at once.
     """
     if offsets is None and batches_apply(instance):
-        return place_in_batches(instance, order, fit, deadline)
+        return place_in_batches(instance, order, fit, deadline, ceiling=ceiling)
     deadline = finishing_by(deadline, len(instance))
     choose = first_fit_in if fit == "first" else best_fit_in
     sizes = instance.sizes
@@ -525,6 +578,7 @@ def place_in_order(
                 return offsets
     add = occupancy.add
     used = occupancy.used
+    limit = float("inf") if ceiling is None else ceiling
     for count, index in enumerate(pending):
         if (
             deadline is not None
@@ -546,6 +600,8 @@ def place_in_order(
         hi = slot_hi[index]
         lists = used(lo, hi)
         offset = choose(lists, size, alignments[index]) if lists else 0
+        if offset + size >= limit:
+            raise PassAbandoned
         offsets[index] = offset
         add(lo, hi, offset, offset + size)
     return offsets
@@ -703,9 +759,12 @@ def place_in_batches(
     order: Iterable[int],
     fit: str = "first",
     deadline: float | None = None,
+    *,
+    ceiling: int | None = None,
 ) -> list[int]:
     """``place_in_order`` from scratch, in chunks of the order placed wave by wave (see
-    above): the same plan. Past ``deadline`` the buffers left are stacked on top."""
+    above): the same plan. Past ``deadline`` the buffers left are stacked on top; with
+    ``ceiling``, PassAbandoned is raised after a chunk that reaches it."""
     state = instance.batch_state()
     assert state is not None
     windows, all_sizes, all_alignments = state
@@ -781,6 +840,8 @@ def place_in_batches(
                 None if alignments is None else alignments[in_wave],
                 best,
             )
+        if ceiling is not None and int((placed[members] + sizes[members]).max()) >= ceiling:
+            raise PassAbandoned
         position += len(members)
         members.sort()
         at = np.searchsorted(done, members)

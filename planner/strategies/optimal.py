@@ -153,7 +153,7 @@ class _Optimiser:
         instance = self.instance
         # The heights come from the placements: measuring them again by id would take a
         # while on a large problem, after the deadline.
-        offsets, top = best_fit.instance_plan(instance, self.deadline)
+        offsets, top = best_fit.instance_plan(instance, self.deadline, target=self.bound)
         self._offer(offsets, top)
         # None is started when only the time to answer is left (it grows with the size).
         last_start = finishing_by(self.deadline, 2 * len(instance)) or self.deadline
