@@ -446,6 +446,18 @@ def _after_run(run: Run) -> None:
             log.exception("regression detection failed for run %s", run.pk)
     for each in to_notify:
         transaction.on_commit(lambda pk=each.pk: queue.send(queue.NOTIFY_RUN, pk))
+    transaction.on_commit(_refresh_overview)
+
+
+def _refresh_overview() -> None:
+    """The overview's tables and alerts, rendered now for the next visitor; a page renders
+    them itself if this fails, so a failure is only logged."""
+    from dashboard import overview
+
+    try:
+        overview.refresh()
+    except Exception:
+        log.exception("could not render the overview after a run")
 
 
 def _runs_waiting_for_base(run: Run) -> list[Run]:

@@ -35,17 +35,15 @@ class ComparisonRow:
     model: str
     strategy: str
     board: str
-    base: Result | None
-    head: Result | None
+    base: Figures | None
+    head: Figures | None
     #: The toolchain spec of both sides ("" the worker's own); what toolchains compare.
     toolchain: str = ""
 
     @property
     def series_ids(self) -> tuple[int, int, int, int] | None:
         result = self.head or self.base
-        if result is None:
-            return None
-        return (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+        return result.series_ids if result is not None else None
 
     @property
     def base_bytes(self):
@@ -98,18 +96,39 @@ class ComparisonRow:
         }
 
 
-def results_of(commit: Commit) -> dict[tuple[str, str, str, str], Result]:
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """What a comparison shows of one Result. Read as plain columns: a commit has hundreds
+    of Results, and building each as a model instance with its JSON fields was most of a
+    compare page's time."""
+
+    pk: int
+    planned_bytes: int | None
+    latency_median_ms: float | None
+    reused_from_id: int | None = None
+    #: (model, strategy, board, toolchain) ids, as ``Alert``s name a series.
+    series_ids: tuple[int, int, int, int] | None = None
+
+    @property
+    def is_reused(self) -> bool:
+        return self.reused_from_id is not None
+
+
+def results_of(commit: Commit) -> dict[tuple[str, str, str, str], Figures]:
     """The newest successful Result of every series at ``commit``, by (model, strategy,
-    board, toolchain spec) names."""
+    board, toolchain spec) names; of one commit run twice, the later run's."""
     rows = (
         Result.objects.for_commit(commit)
-        .select_related("model", "strategy", "board", "toolchain", "commit")
-        .prefetch_related("artifacts")
-        .newest_by_series()
+        .succeeded()
+        .order_by("id")
+        .values_list(
+            "model__name", "strategy__name", "board__name", "toolchain__spec",
+            "id", "planned_bytes", "latency_median_ms", "reused_from_id",
+            "model_id", "strategy_id", "board_id", "toolchain_id",
+        )
     )
-    return {
-        (r.model.name, r.strategy.name, r.board.name, r.toolchain.spec): r for r in rows.values()
-    }
+    # Ascending ids: a later run's Result replaces the earlier one of its series.
+    return {tuple(row[:4]): Figures(*row[4:8], series_ids=row[8:]) for row in rows}
 
 
 def compare_commits(
@@ -140,7 +159,7 @@ def toolchain_order(toolchain: Toolchain) -> tuple:
 def compare_toolchains(commit: Commit, base: str, head: str) -> list[ComparisonRow]:
     """Toolchain ``head`` against toolchain ``base`` (specs) on every model, strategy and
     board of ``commit``."""
-    pairs: dict[tuple[str, str, str], dict[str, Result]] = {}
+    pairs: dict[tuple[str, str, str], dict[str, Figures]] = {}
     for (model, strategy, board, spec), result in results_of(commit).items():
         pairs.setdefault((model, strategy, board), {})[spec] = result
     return [
@@ -154,7 +173,7 @@ def compare_toolchains(commit: Commit, base: str, head: str) -> list[ComparisonR
 def compare_strategies(commit: Commit, base: str, head: str) -> list[ComparisonRow]:
     """Strategy ``head`` against strategy ``base`` on every model and board of ``commit``."""
     results = results_of(commit)
-    pairs: dict[tuple[str, str, str], dict[str, Result]] = {}
+    pairs: dict[tuple[str, str, str], dict[str, Figures]] = {}
     for (model, strategy, board, toolchain), result in results.items():
         pairs.setdefault((model, board, toolchain), {})[strategy] = result
     return [

@@ -117,6 +117,11 @@ class Commit(models.Model):
             # Newest commits first across repositories: where the newest result of each
             # series is looked for (ResultQuerySet.latest_per_series).
             models.Index(fields=["committed_at", "id"], name="commit_chronological"),
+            # A short sha in an address is a prefix match (``matching_sha``): on PostgreSQL
+            # only a pattern index answers ``LIKE 'abc%'`` without reading every commit.
+            models.Index(
+                fields=["sha"], opclasses=["varchar_pattern_ops"], name="commit_sha_prefix"
+            ),
         ]
         ordering = ["committed_at", "id"]
 
@@ -448,6 +453,21 @@ class TrendSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"trend of {self.model}"
+
+
+class Fragment(models.Model):
+    """A part of a page rendered for one version of the data it shows (``fragments.get``):
+    pages read it back instead of rendering it again, whatever the cache holds, and render
+    it anew once the data's version moves on."""
+
+    key = models.CharField(max_length=200, unique=True)
+    #: A digest of what the data looked like when ``html`` was rendered.
+    version = models.CharField(max_length=64)
+    html = models.TextField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.key
 
 
 def artifact_path(artifact: Artifact, filename: str) -> str:

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db import connection
 from django.db.models import Subquery
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.safestring import mark_safe
 
-from dashboard.models import Board, Model, Repository, Result, Series, Toolchain
+from dashboard import fragments
+from dashboard.models import Alert, Board, Model, Repository, Result, Series, Toolchain
 from dashboard.sparklines import sparkline
 
 #: Commits a sparkline on the overview spans.
 SPARK_COMMITS = 30
+#: Commits with open alerts listed on the overview at most; the alerts page has them all.
+OPEN_ALERT_COMMITS = 10
+#: The overview's parts stored as rendered (``fragments``).
+TABLES, ALERTS = "overview:tables", "overview:alerts"
 
 
 @dataclass
@@ -50,6 +57,28 @@ class RepositoryOverview:
     untested_models: list[Model]
     #: Whether rows differ by toolchain, so the table names it.
     toolchains: bool = False
+
+
+def versions() -> tuple[str, str]:
+    """The versions of what the tables and the open alerts show, in one query.
+
+    The tables change only when a series is summarised or a model or repository is added
+    or removed; the open alerts when one is raised, triaged or removed. The counts by state
+    catch alerts whose state was changed in bulk, which leaves ``updated_at`` as it was.
+    """
+    series, model, alert = (table._meta.db_table for table in (Series, Model, Alert))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT (SELECT MAX(updated_at) FROM {series}), (SELECT MAX(id) FROM {series}),"
+            f" (SELECT COUNT(*) FROM {series}), (SELECT MAX(id) FROM {model}),"
+            f" (SELECT MAX(repository_id) FROM {model}), (SELECT COUNT(*) FROM {model}),"
+            f" (SELECT COUNT(*) FROM {alert} WHERE state = %s),"
+            f" (SELECT COUNT(*) FROM {alert} WHERE state = %s),"
+            f" (SELECT MAX(id) FROM {alert}), (SELECT MAX(updated_at) FROM {alert})",
+            [Alert.State.NEW, Alert.State.ACKNOWLEDGED],
+        )
+        row = cursor.fetchone()
+    return fragments.version_of(*row[:6]), fragments.version_of(*row[6:])
 
 
 def repository_overviews() -> list[RepositoryOverview]:
@@ -136,3 +165,55 @@ def recent_planned_bytes(line: Series) -> list[int | None]:
         if len(newest) == SPARK_COMMITS:
             break
     return list(reversed(newest.values()))
+
+
+def tables_html() -> str:
+    return render_to_string(
+        "dashboard/_overviews.html",
+        {"overviews": repository_overviews(), "spark_commits": SPARK_COMMITS},
+    )
+
+
+def open_alerts_html(request, *, maintainer: bool, here: str) -> str:
+    """The overview's open alerts, one row per commit: a commit usually moves many series
+    at once, and is triaged once."""
+    commits = list(Alert.objects.open().newest_commits()[: OPEN_ALERT_COMMITS + 1])
+    groups = (
+        Alert.objects.open().filter(commit_id__in=commits[:OPEN_ALERT_COMMITS])
+        .grouped_by_commit()
+    )
+    return render_to_string(
+        "dashboard/_open_alerts.html",
+        {
+            "alert_groups": groups,
+            "more_alerts": len(commits) > OPEN_ALERT_COMMITS,
+            "is_maintainer": maintainer,
+            "here": here,
+            # An intended change first: what a commit with many open alerts usually is.
+            "alert_states": sorted(
+                (c for c in Alert.State.choices if c[0] != Alert.State.NEW),
+                key=lambda choice: choice[0] != Alert.State.INTENDED,
+            ),
+        },
+        request=request,
+    )
+
+
+def stored_parts(*, alerts: bool = True) -> dict[str, str]:
+    """The tables and (unless not ``alerts``) the open alerts as a visitor who may not
+    triage sees them, as last rendered for the data as it is now (``fragments``): two
+    queries when nothing changed since."""
+    tables_version, alerts_version = versions()
+    parts = {TABLES: (tables_version, tables_html)}
+    if alerts:
+        parts[ALERTS] = (
+            alerts_version,
+            lambda: open_alerts_html(None, maintainer=False, here=reverse("home")),
+        )
+    return fragments.get_many(parts)
+
+
+def refresh() -> None:
+    """Render the overview's stored parts for the data as it is now (after a run), so the
+    first visitor does not wait for them."""
+    stored_parts()

@@ -171,8 +171,15 @@ class SeriesQuerySet(models.QuerySet):
 
     def with_latest(self):
         """Each line with its newest result, the result's commit and run, in one query."""
-        return self.with_points(False).filter(latest_result__isnull=False).select_related(
-            "model", "latest_result__commit", "latest_result__run"
+        return (
+            self.with_points(False).filter(latest_result__isnull=False)
+            .select_related("model", "latest_result__commit", "latest_result__run")
+            # Shown nowhere a line is listed, and the widest columns a result has.
+            .defer(
+                "latest_html", "latest_result__latency_samples_ms",
+                "latest_result__environment", "latest_result__details", "latest_result__error",
+                "latest_result__run__log",
+            )
         )
 
 

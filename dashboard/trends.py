@@ -301,8 +301,8 @@ def trend(
     model's ``TrendSnapshot`` (stored when a result was recorded) with its alerts read
     live: three small queries whatever the history's length. A board or toolchain filter
     reads the lines' stored points and the commits they draw; a branch filter runs the
-    selection over the model's results. The bytes are cached (in Redis when configured)
-    under what identifies them: the snapshot's or the lines' versions and the alerts.
+    selection over the model's results. Filtered payloads are cached (in Redis when
+    configured) under what identifies them: the lines' versions and the alerts.
     """
     alerts = list(
         _alerts(model, board=board, branch=branch, toolchain=toolchain).select_related(
@@ -331,6 +331,13 @@ def trend(
             version, alert_versions,
         ]).encode()
     ).hexdigest()
+    if snapshot is not None:
+        # Stored already: joining it to the alerts costs less than a cache round trip with
+        # the payload's bytes would.
+        return Trend(
+            **_assemble(model, snapshot, alerts, board=board, branch=branch, toolchain=toolchain),
+            key=key,
+        )
     cached = cache.get(key)
     if cached is None:
         if branch:

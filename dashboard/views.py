@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import zipfile
 
 from django.core.cache import cache
-from django.db.models import Max
 from django.http import (
     FileResponse,
     Http404,
@@ -17,7 +15,6 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, render
-from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
@@ -25,58 +22,33 @@ from django.views.decorators.http import require_GET
 
 from dashboard import compare, overview, trends
 from dashboard.auth import is_maintainer
-from dashboard.models import Alert, Artifact, Commit, Model, Result, Run, Series
+from dashboard.models import Artifact, Commit, Model, Result, Run, Series
 from dashboard.trends import TREND_CACHE_SECONDS, find_toolchain, trend
 
 log = logging.getLogger(__name__)
 
 RECENT_RUNS = 15
 ZIP_CHUNK = 1 << 16
-#: Commits with open alerts listed on the overview at most; the alerts page has them all.
-OPEN_ALERT_COMMITS = 10
-OVERVIEW_CACHE_SECONDS = 60
 
 
 @require_GET
 def home(request):
     """Open alerts first, then every model's newest figures per strategy and board."""
-    # The tables only change when a series is summarised or a model or repository added:
-    # the rendered tables are cached under those versions. Their cells were rendered when
-    # the series were summarised, so even a miss only assembles them.
-    versions = [
-        *Series.objects.aggregate(changed=Max("updated_at"), last=Max("id")).values(),
-        *Model.objects.aggregate(model=Max("id"), repository=Max("repository_id")).values(),
-    ]
-    # Hashed: a timestamp's spaces and colons are no key for every cache backend.
-    key = "peakwatch:overview:" + hashlib.sha256(repr(versions).encode()).hexdigest()
-    overviews_html = cache.get(key)
-    if overviews_html is None:
-        overviews_html = render_to_string(
-            "dashboard/_overviews.html",
-            {"overviews": overview.repository_overviews(), "spark_commits": overview.SPARK_COMMITS},
-            request=request,
-        )
-        cache.set(key, overviews_html, OVERVIEW_CACHE_SECONDS)
-    # One row per commit: a commit usually moves many series at once, and is triaged once.
-    commits = list(Alert.objects.open().newest_commits()[: OPEN_ALERT_COMMITS + 1])
-    groups = (
-        Alert.objects.open().filter(commit_id__in=commits[:OPEN_ALERT_COMMITS])
-        .grouped_by_commit()
+    maintainer = is_maintainer(request.user)
+    stored = overview.stored_parts(alerts=not maintainer)
+    # A maintainer's triage forms carry their CSRF token and this very address.
+    alerts_html = (
+        overview.open_alerts_html(request, maintainer=True, here=request.get_full_path())
+        if maintainer else stored[overview.ALERTS]
     )
-    runs = Run.objects.with_commit().newest_first()[:RECENT_RUNS]
     return render(
         request,
         "dashboard/home.html",
         {
-            "overviews_html": mark_safe(overviews_html),  # rendered by our own template
-            "runs": runs,
-            "alert_groups": groups,
-            "more_alerts": len(commits) > OPEN_ALERT_COMMITS,
-            # An intended change first: what a commit with many open alerts usually is.
-            "alert_states": sorted(
-                (c for c in Alert.State.choices if c[0] != Alert.State.NEW),
-                key=lambda choice: choice[0] != Alert.State.INTENDED,
-            ),
+            # Both rendered by our own templates.
+            "alerts_html": mark_safe(alerts_html),
+            "overviews_html": mark_safe(stored[overview.TABLES]),
+            "runs": Run.objects.with_commit().newest_first()[:RECENT_RUNS],
         },
     )
 

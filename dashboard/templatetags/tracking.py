@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from django import template
-from django.utils.html import format_html
+from django.urls import reverse
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
 
-from dashboard.templatetags.peakwatch import MISSING, human_bytes
+from dashboard.templatetags.peakwatch import MISSING, human_bytes, ms
 
 register = template.Library()
 
@@ -57,3 +59,82 @@ def grouped(value) -> str:
         return f"{int(value):,}"
     except (TypeError, ValueError):
         return str(value)
+
+
+_REUSED = (
+    ' <span class="muted" title="not recompiled: same model, strategy, TVM and target as an'
+    ' earlier run">cached</span>'
+)
+
+
+#: Stand-ins for two result ids in a reversed URL, replaced by each row's own.
+_BASE_MARK, _HEAD_MARK = 9_999_999_901, 9_999_999_902
+
+
+def _bytes_cell(value) -> str:
+    if value is None:
+        return MISSING
+    return f'<span class="bytes" title="{value:,} bytes">{human_bytes(value)}</span>'
+
+
+def _change_cell(value, text: str) -> str:
+    return f'<span class="change {_class(value)}">{text}</span>'
+
+
+def _signed_bytes_cell(value) -> str:
+    if value is None:
+        return MISSING
+    sign = "+" if value > 0 else "−" if value < 0 else "±"
+    return (
+        f'<span class="change {_class(value)}" title="{value:+,} bytes">'
+        f"{sign}{human_bytes(abs(value))}</span>"
+    )
+
+
+def _percent_cell(value) -> str:
+    return MISSING if value is None else _change_cell(value, f"{value:+.1%}")
+
+
+def _ms_change_cell(value) -> str:
+    return MISSING if value is None else _change_cell(value, f"{value:+.3f} ms")
+
+
+@register.simple_tag
+def comparison_rows(rows, by_toolchain: bool = False) -> str:
+    """The body rows of a comparison table (``compare.ComparisonRow``s), as the filters
+    above would write them. Built here rather than in a template loop: a commit compares
+    hundreds of series, and the template engine (and ``format_html``'s escaping of
+    numbers) spent most of the page's time on them. ``by_toolchain``: the toolchain is what
+    the table compares, so rows do not name it."""
+    # One reverse() for every row's link: it was a third of the rows' time.
+    diff_url = reverse("plan-diff", args=[_BASE_MARK, _HEAD_MARK])
+    html = []
+    for row in rows:
+        name = escape(row.strategy)
+        if row.toolchain and not by_toolchain:
+            name += f' <span class="muted small" data-row-toolchain>{escape(row.toolchain)}</span>'
+        delta, relative = row.bytes_delta, row.bytes_relative
+        latency, latency_relative = row.latency_delta, row.latency_relative
+        links = ""
+        if row.base is not None and row.head is not None:
+            url = diff_url.replace(str(_BASE_MARK), str(row.base.pk)).replace(
+                str(_HEAD_MARK), str(row.head.pk)
+            )
+            links = f'<a href="{url}">diff</a>'
+        if row.head is not None and row.head.is_reused:
+            links += _REUSED
+        cells = (
+            _bytes_cell(row.base_bytes), _bytes_cell(row.head_bytes), _signed_bytes_cell(delta),
+            _percent_cell(relative), ms(row.base_latency), ms(row.head_latency),
+            _ms_change_cell(latency), _percent_cell(latency_relative),
+        )
+        numbers = "".join(
+            f'<td class="num" data-bytes-delta="{"" if delta is None else delta}">{cell}</td>'
+            if i == 2 else f'<td class="num">{cell}</td>'
+            for i, cell in enumerate(cells)
+        )
+        html.append(
+            f'<tr><th scope="row">{name}</th><td>{escape(row.board)}</td>{numbers}'
+            f"<td>{links}</td></tr>"
+        )
+    return mark_safe("\n".join(html))  # text escaped above; the rest is numbers

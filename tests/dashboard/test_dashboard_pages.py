@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from dashboard import actions, trends
-from dashboard.models import Alert, Model, Result, Run
+from dashboard.models import Alert, Fragment, Model, Result, Run
 from dashboard.sparklines import sparkline
 from dashboard.trends import downsample, model_trend
 from tests.conftest import fake_report, report_of
@@ -110,6 +110,24 @@ def test_it_leaves_triaged_alerts_off_the_overview(client, recorded_history):
     Alert.objects.update(state=Alert.State.FIXED)
 
     assert "data-open-alerts" not in client.get(reverse("home")).content.decode()
+
+
+def test_the_overviews_stored_parts_follow_the_data_they_show(client, recorded_history):
+    assert "data-open-alerts" in client.get(reverse("home")).content.decode()
+    assert Fragment.objects.filter(key__startswith="overview:").count() == 2
+
+    # Triaged in bulk (no updated_at moves) and a series' figures changed, with the cache
+    # cleared: neither stored part may be served as it was.
+    Alert.objects.update(state=Alert.State.FIXED)
+    Result.objects.filter(model__name="small-cnn", strategy__name="none").update(
+        measured_peak_bytes=654_321
+    )
+    actions.summarise_all_series()
+    cache.clear()
+    html = client.get(reverse("home")).content.decode()
+
+    assert "data-open-alerts" not in html
+    assert 'measured <span class="bytes" title="654,321 bytes">' in html
 
 
 def test_it_shows_measured_peak_and_a_sparkline_per_series(client, recorded_history):
@@ -285,7 +303,7 @@ def test_the_trend_page_embeds_the_bytes_the_api_serves(client, small_cnn, recor
     assert embedded_trend(page) == api.json()
 
 
-def test_the_trend_is_cached_as_serialised_bytes(
+def test_a_filtered_trend_is_cached_as_serialised_bytes(
     client, small_cnn, recorded_history, monkeypatch
 ):
     cache.clear()
@@ -297,15 +315,21 @@ def test_the_trend_is_cached_as_serialised_bytes(
         return set_(key, value, *args)
 
     monkeypatch.setattr(trends.cache, "set", remember)
-    first = client.get(f"/api/models/{small_cnn.pk}/trend/")
+    board = Result.objects.filter(model=small_cnn).values_list("board__name", flat=True)[0]
+    url = f"/api/models/{small_cnn.pk}/trend/?board={board}"
+    first = client.get(url)
 
     ((key, entry),) = stored.items()
     assert key.startswith("peakwatch:trend:")
     assert isinstance(entry["json"], bytes)
     assert entry["json"] == first.content
     # Served again from the cache, byte for byte.
-    assert client.get(f"/api/models/{small_cnn.pk}/trend/").content == first.content
+    assert client.get(url).content == first.content
     assert len(stored) == 1
+    # Unfiltered, the stored snapshot is the payload: nothing to cache, and the same series.
+    unfiltered = client.get(f"/api/models/{small_cnn.pk}/trend/")
+    assert len(stored) == 1
+    assert unfiltered.json()["series"] == first.json()["series"]
 
 
 def test_the_trend_json_is_safe_inside_a_script_tag(client, small_cnn, recorded_history):
@@ -444,6 +468,9 @@ def test_the_plan_view_says_when_there_is_no_plan(client, recorded_history):
 
 
 def queries(client, url) -> int:
+    """Queries of a request with the cache cleared, once the parts a page stores as
+    rendered (the overview's) are there for the data as it is."""
+    client.get(url)
     cache.clear()
     with CaptureQueriesContext(connection) as context:
         response = client.get(url)
@@ -515,9 +542,15 @@ def test_it_shows_recent_runs_with_their_status(client, recorded_history):
 def test_it_builds_the_overview_in_a_bounded_number_of_queries(
     client, recorded_history, django_assert_max_num_queries
 ):
-    # Versions for the cache, the series with their cells, repositories and models, the
-    # commits with open alerts and their alerts, recent runs.
-    with django_assert_max_num_queries(8):
+    # The first request renders the tables and alerts and stores them: the versions, the
+    # stored parts; the series with their cells, repositories and models, then the commits
+    # with open alerts and their alerts, each part read again and written (a savepoint, a
+    # read, a savepoint, the write, two releases); recent runs.
+    with django_assert_max_num_queries(22):
+        client.get(reverse("home"))
+    cache.clear()
+    # Then, from a cold cache: the versions, the stored parts, the recent runs.
+    with django_assert_max_num_queries(3):
         client.get(reverse("home"))
 
 

@@ -1,0 +1,50 @@
+"""Rendered parts of pages kept in the database under the version of the data they show.
+
+The overview's tables and its open alerts change only when results are recorded or alerts
+triaged, yet rendering them was most of the page's time. They are rendered when a run
+finishes (``refresh_overview``) and otherwise on the first request that finds the data
+moved on, and every request in between reads one row: fast from a cold cache, and never
+stale, because the version is read from the data on each request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+from dashboard.models import Fragment
+
+
+def version_of(*parts) -> str:
+    # Hashed: what makes up a version (timestamps, counts) is of any length.
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def get_many(parts: dict[str, tuple[str, Callable[[], str]]]) -> dict[str, str]:
+    """``get`` for several parts at once, ``{key: (version, render)}``: one query when all
+    are stored for their versions."""
+    stored = dict(
+        (key, (version, html))
+        for key, version, html in Fragment.objects.filter(key__in=parts).values_list(
+            "key", "version", "html"
+        )
+    )
+    found = {}
+    for key, (version, render) in parts.items():
+        if key in stored and stored[key][0] == version:
+            found[key] = stored[key][1]
+        else:
+            found[key] = get(key, version, render)
+    return found
+
+
+def get(key: str, version: str, render: Callable[[], str]) -> str:
+    """The HTML stored under ``key`` if it was rendered for ``version``; else ``render()``,
+    stored for the next request. Two requests racing both render; whichever writes last,
+    a reader still compares versions, so an older rendering is never served as new."""
+    stored = Fragment.objects.filter(key=key).values_list("version", "html").first()
+    if stored is not None and stored[0] == version:
+        return stored[1]
+    html = render()
+    Fragment.objects.update_or_create(key=key, defaults={"version": version, "html": html})
+    return html
