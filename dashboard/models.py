@@ -122,6 +122,8 @@ class Commit(models.Model):
             models.Index(
                 fields=["sha"], opclasses=["varchar_pattern_ops"], name="commit_sha_prefix"
             ),
+            # Where a branch list walks from one name to the next (``branch_names``).
+            models.Index(fields=["repository", "branch"], name="commit_branches"),
         ]
         ordering = ["committed_at", "id"]
 

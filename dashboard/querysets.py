@@ -21,6 +21,26 @@ class CommitQuerySet(models.QuerySet):
         """Commits whose sha starts with ``sha`` (a short sha is enough)."""
         return self.filter(sha__startswith=sha.lower())
 
+    def branch_names(self, repository) -> list[str]:
+        """The names of ``repository``'s branches that have commits, sorted.
+
+        A ``DISTINCT`` over the commits reads every one of them per page view; this walks
+        the (repository, branch) index from one name to the next (a loose index scan),
+        one probe per branch however long the history.
+        """
+        table = self.model._meta.db_table
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(
+                f"WITH RECURSIVE names(branch) AS ("
+                f" SELECT MIN(branch) FROM {table} WHERE repository_id = %s AND branch > ''"
+                f" UNION ALL SELECT (SELECT MIN(branch) FROM {table}"
+                f" WHERE repository_id = %s AND branch > names.branch)"
+                f" FROM names WHERE names.branch IS NOT NULL"
+                f") SELECT branch FROM names WHERE branch IS NOT NULL",
+                [repository.pk, repository.pk],
+            )
+            return [branch for (branch,) in cursor.fetchall()]
+
 
 class RunQuerySet(models.QuerySet):
     def newest_first(self):

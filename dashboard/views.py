@@ -85,13 +85,7 @@ def model_trend_page(request, repository: str, model: str):
         )
         if data.key:
             cache.set(history_key, history_html, TREND_CACHE_SECONDS)
-    branches = (
-        Commit.objects.for_repository(model.repository)
-        .exclude(branch="")
-        .order_by("branch")
-        .values_list("branch", flat=True)
-        .distinct()
-    )
+    branches = Commit.objects.branch_names(model.repository)
     latest = sorted(
         (line for line in shown if line.latest_result_id),
         key=lambda line: (line.board.name, line.toolchain.spec, line.strategy.name),

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from dashboard import actions, trends
-from dashboard.models import Alert, Fragment, Model, Result, Run
+from dashboard.models import Alert, Commit, Fragment, Model, Result, Run
 from dashboard.sparklines import sparkline
 from dashboard.trends import downsample, model_trend
 from tests.conftest import fake_report, report_of
@@ -552,6 +552,30 @@ def test_it_builds_the_overview_in_a_bounded_number_of_queries(
     # Then, from a cold cache: the versions, the stored parts, the recent runs.
     with django_assert_max_num_queries(3):
         client.get(reverse("home"))
+
+
+@pytest.mark.django_db
+def test_branch_names_are_each_branch_once_sorted_and_of_one_repository():
+    ours = actions.track_repository("ours", "https://example.invalid/ours.git")
+    theirs = actions.track_repository("theirs", "https://example.invalid/theirs.git")
+    when = datetime(2024, 1, 1, tzinfo=UTC)
+    for i, (repository, branch) in enumerate([
+        (ours, "main"), (ours, "feature/b"), (ours, ""), (ours, "main"), (ours, "Feature-A"),
+        (ours, "feature/b"), (theirs, "elsewhere"), (ours, "zéro"),
+    ]):
+        actions.record_commit(
+            repository, sha=f"{i:040x}", branch=branch, committed_at=when + timedelta(hours=i)
+        )
+
+    names = Commit.objects.branch_names(ours)
+
+    assert set(names) == {"main", "feature/b", "Feature-A", "zéro"}
+    # In the database's own order, as the DISTINCT it replaces gave them.
+    assert names == list(
+        Commit.objects.for_repository(ours).exclude(branch="").order_by("branch")
+        .values_list("branch", flat=True).distinct()
+    )
+    assert Commit.objects.branch_names(actions.track_repository("empty", "x")) == []
 
 
 def test_it_renders_the_trend_page_with_the_chart_data(client, small_cnn):
