@@ -13,7 +13,10 @@ random trace and on MiniMalloc's file D, and prints the strategy's seconds as a 
 
 Usage: python benchmarks/planner_scaling.py [--sizes 1000,10000,100000,1000000] [--live 50]
        [--strategies greedy-by-size,best-fit] [--traces var/traces] [--skip-reference]
-       [--time-limit T]
+       [--time-limit T] [--setup N]
+
+With ``--setup N`` it times each piece of the setup that no time limit cuts short (the
+instance's arrays, the orders, the bounds) on N random buffers, with hashes of the orders.
 """
 
 from __future__ import annotations
@@ -168,6 +171,44 @@ def time_limit_table(limit: float, live: int) -> None:
             )
 
 
+def setup_times(n: int, live: int) -> dict:
+    """Seconds of each piece of the setup that no time limit cuts short, on a random trace
+    of ``n`` buffers, and a hash of each order (to compare two versions of the code)."""
+    import hashlib
+
+    import planner_traces
+
+    from planner.problem import lower_bound
+    from planner.strategies import best_fit, greedy_by_conflicts, greedy_by_size
+    from planner.strategies._placement import Instance
+
+    problem = planner_traces.random_trace(n, live)
+    seconds: dict[str, float] = {}
+    digests: dict[str, str] = {}
+
+    def timed(label, work):
+        started = time.perf_counter()
+        result = work()
+        seconds[label] = round(time.perf_counter() - started, 3)
+        if isinstance(result, list):
+            digests[label] = hashlib.sha256(repr(result).encode()).hexdigest()[:12]
+        elif isinstance(result, int):
+            digests[label] = str(result)
+        return result
+
+    instance = timed("instance", lambda: Instance(problem))
+    timed("size order", lambda: greedy_by_size.size_order(instance))
+    timed("max-live bound", instance.lowest_height)
+    timed("problem.lower_bound", lambda: lower_bound(problem))
+    timed("pair count", instance.pair_count)
+    timed("batch state", instance.batch_state)
+    for name in best_fit.ORDERS:
+        timed(f"order {name}", lambda name=name: best_fit.order_by(instance, name))
+    timed("conflict order", lambda: greedy_by_conflicts.conflict_order(instance))
+    timed("offsets by id", lambda: len(instance.offsets_by_id([0] * n)))
+    return {"seconds": seconds, "total": round(sum(seconds.values()), 2), "hashes": digests}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--one", nargs=2, metavar=("SOURCE", "STRATEGY"), help=argparse.SUPPRESS)
@@ -182,7 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--time-limit", type=float, help="check every strategy's time limit")
+    parser.add_argument(
+        "--setup", type=int, metavar="N", help="time the setup pieces on N random buffers"
+    )
     args = parser.parse_args(argv)
+    if args.setup:
+        print(json.dumps(setup_times(args.setup, args.live)))
+        return 0
     if args.one:
         print(json.dumps(measure(*args.one, time_limit=args.time_limit)))
         return 0

@@ -20,6 +20,7 @@ for hill climbing on problems where it is small (``Instance.conflicts``).
 
 from __future__ import annotations
 
+import functools
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
@@ -47,8 +48,24 @@ FINISH_SECONDS_PER_BUFFER = 1e-6
 TEARDOWN_SECONDS_PER_BLOCK = 3e-6
 
 
-def finishing_by(deadline: float | None, buffers: int) -> float | None:
-    return None if deadline is None else deadline - FINISH_SECONDS_PER_BUFFER * buffers
+# On a loaded machine turning a plan into the answer (mostly a dict of the ids) takes longer
+# than that: building the instance, work of the same kind timed on the spot, scales the
+# reserve too. Answering took 1.2 times the build on a quiet 16-core machine and about 2
+# times on the loaded 2-core VM (a million buffers).
+ANSWER_PER_BUILD = 2.0
+
+
+def finishing_by(
+    deadline: float | None, buffers: int, instance: Instance | None = None
+) -> float | None:
+    """When work for ``buffers`` buffers must stop to answer by ``deadline``."""
+    if deadline is None:
+        return None
+    reserve = FINISH_SECONDS_PER_BUFFER * buffers
+    if instance is not None and len(instance):
+        scaled = ANSWER_PER_BUILD * instance.build_seconds * buffers / len(instance)
+        reserve = max(reserve, scaled)
+    return deadline - reserve
 
 
 def align_up(value: int, alignment: int) -> int:
@@ -57,6 +74,54 @@ def align_up(value: int, alignment: int) -> int:
         return value
     return -(-value // alignment) * alignment
 
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)``: sorted, each value once (np.unique itself took 2 s on two
+    million int64 with numpy 2.4, a sort 0.1 s)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
+def argsort_keys(*keys: np.ndarray) -> np.ndarray:
+    """``np.lexsort(keys[::-1])`` (sorted by the first key first, stable), faster: the keys
+    are folded into one int64 key when their ranges allow, and that one is argsorted."""
+    if not keys:
+        raise ValueError("no keys")
+    if len(keys) == 1:
+        return np.argsort(keys[0], kind="stable")
+    if not len(keys[0]):
+        return np.zeros(0, dtype=np.int64)
+    span = 1
+    parts = []
+    for key in reversed(keys):  # the least significant first
+        low = int(key.min())
+        width = int(key.max()) - low + 1
+        parts.append((key, low, span))
+        span *= width
+        if span >= 1 << 63:
+            return np.lexsort(keys[::-1])
+    combined = np.zeros(len(keys[0]), dtype=np.int64)
+    for key, low, scale in parts:
+        combined += (key - low) * scale
+    return np.argsort(combined, kind="stable")
+
+
+def _max_live(slot_lo: np.ndarray, slot_hi: np.ndarray, sizes: np.ndarray) -> int:
+    """The largest total size live in one compressed time slot (sums within int64): what
+    the event sweep of ``lower_bound`` finds, since within one instant its running sum
+    only falls (the ends) and then rises (the starts)."""
+    if not len(sizes):
+        return 0
+    delta = np.zeros(int(max(slot_hi.max(), slot_lo.max())) + 2, dtype=np.int64)
+    np.add.at(delta, slot_lo, sizes)
+    np.add.at(delta, slot_hi, -sizes)
+    return max(int(np.cumsum(delta).max()), 0)
+
+
 
 class Instance:
     """A problem as flat lists, indexed by the buffer's position in ``problem.buffers``.
@@ -64,9 +129,14 @@ class Instance:
     ``slot_lo[i]`` and ``slot_hi[i]`` are the buffer's lifetime in compressed time (the
     rank of its ``lower`` and ``upper`` among all distinct interval ends); zero-sized buffers
     conflict with nothing.
+
+    Building it, and what the strategies derive from it before placing anything (orders,
+    bounds, counts), is done by numpy on arrays made once: no strategy cuts that setup
+    short, so on a million buffers it must take a small share of a time limit.
     """
 
     def __init__(self, problem: Problem) -> None:
+        started = time.perf_counter()
         buffers = problem.buffers
         self.problem = problem
         self.lowers = [b.lower for b in buffers]
@@ -78,19 +148,30 @@ class Instance:
         self.ids = [b.id for b in buffers]
         lo = np.array(self.lowers, dtype=np.int64)
         hi = np.array(self.uppers, dtype=np.int64)
-        points = np.unique(np.concatenate([lo, hi]))
+        points = _distinct(np.concatenate([lo, hi]))
         self.slots = max(len(points) - 1, 1)
         self.slot_lo_array = np.searchsorted(points, lo)
         self.slot_hi_array = np.searchsorted(points, hi)
-        self.slot_lo = self.slot_lo_array.tolist()
-        self.slot_hi = self.slot_hi_array.tolist()
         self._lo = lo
         self._hi = hi
         self._graph: tuple[np.ndarray, np.ndarray] | None = None
         self._pairs: int | None = None
+        self._degrees: np.ndarray | None = None
         self._real_mask: np.ndarray | None = None
         self._batch_state: tuple[_Windows, np.ndarray, np.ndarray | None] | None | bool = False
         self._lowest_height: int | None = None
+        self._max_live: int | None = None
+        self._size_array: np.ndarray | None | bool = False
+        # Buffers with a fixed offset are usually none: listed once, they cost nothing after.
+        if self.fixed.count(None) == len(self.fixed):
+            self.fixed_positions: list[int] = []
+        else:
+            self.fixed_positions = [i for i, f in enumerate(self.fixed) if f is not None]
+        self.fixed_top = max(
+            (self.fixed[i] + self.sizes[i] for i in self.fixed_positions), default=0
+        )
+        # How long this took: a measure of this machine's speed now (see ``finishing_by``).
+        self.build_seconds = time.perf_counter() - started
 
     @classmethod
     def of(cls, problem: Problem) -> Instance:
@@ -99,98 +180,130 @@ class Instance:
     def __len__(self) -> int:
         return len(self.sizes)
 
+    @functools.cached_property
+    def slot_lo(self) -> list[int]:
+        return self.slot_lo_array.tolist()
+
+    @functools.cached_property
+    def slot_hi(self) -> list[int]:
+        return self.slot_hi_array.tolist()
+
+    def size_array(self) -> np.ndarray | None:
+        """The sizes as int64, built once; None when one does not fit int64."""
+        if self._size_array is False:
+            if max(self.sizes, default=0) >= 1 << 63:
+                self._size_array = None
+            else:
+                self._size_array = np.array(self.sizes, dtype=np.int64)
+        return self._size_array  # type: ignore[return-value]
+
+    def _real_flags(self) -> np.ndarray:
+        """Which buffers have a non-zero size, found once."""
+        if self._real_mask is None:
+            sizes = self.size_array()
+            if sizes is None:
+                self._real_mask = np.array([s > 0 for s in self.sizes], dtype=bool)
+            else:
+                self._real_mask = sizes > 0
+        return self._real_mask
+
     def _real(self) -> np.ndarray:
-        return np.flatnonzero(np.array([s > 0 for s in self.sizes], dtype=bool))
+        return np.flatnonzero(self._real_flags())
+
+    def degree_array(self) -> np.ndarray:
+        """``degrees`` as an int64 array, found once."""
+        if self._degrees is None:
+            sizes = self._real_flags()
+            starts = np.sort(self._lo[sizes])
+            ends = np.sort(self._hi[sizes])
+            # Buffers overlapping [lo, hi): those that start before hi, less those that end
+            # by lo.
+            counts = np.searchsorted(starts, self._hi, side="left") - np.searchsorted(
+                ends, self._lo, side="right"
+            )
+            self._degrees = np.where(sizes, counts - 1, 0).astype(np.int64)
+        return self._degrees
 
     def degrees(self) -> list[int]:
         """How many non-zero-sized buffers each buffer conflicts with, by two binary
         searches each (no pair is listed)."""
-        real = self._real()
-        starts = np.sort(self._lo[real])
-        ends = np.sort(self._hi[real])
-        # Buffers overlapping [lo, hi): those that start before hi, less those that end by lo.
-        counts = np.searchsorted(starts, self._hi, side="left") - np.searchsorted(
-            ends, self._lo, side="right"
-        )
-        sizes = np.array([s > 0 for s in self.sizes], dtype=bool)
-        counts = np.where(sizes, counts - 1, 0)
-        return counts.tolist()
+        return self.degree_array().tolist()
 
     def pair_count(self) -> int:
         """The number of conflicting pairs, without listing them."""
         if self._pairs is None:
-            self._pairs = sum(self.degrees()) // 2
+            self._pairs = int(self.degree_array().sum()) // 2
         return self._pairs
 
     def sort_keys(self) -> tuple[np.ndarray, np.ndarray] | None:
         """``-size`` and ``lower - upper`` (both: larger first) as int64 arrays, for
         sorting with numpy; None when they do not fit int64."""
-        if max(self.sizes, default=0) >= 1 << 63:
+        sizes = self.size_array()
+        if sizes is None:
             return None
-        if len(self) and max(self.uppers) - min(self.lowers) >= 1 << 63:
+        if len(self) and int(self._hi.max()) - int(self._lo.min()) >= 1 << 63:
             return None
-        return -np.array(self.sizes, dtype=np.int64), self._lo - self._hi
+        return -sizes, self._lo - self._hi
 
     def sorted_by(self, *keys: np.ndarray) -> list[int]:
         """Positions sorted by ``keys`` (the first key first), then by buffer id."""
-        buffers = self.problem.buffers
-        order = np.lexsort(keys[::-1])
-        positions = order.tolist()
+        order = argsort_keys(*keys)
         tied = np.ones(max(len(order) - 1, 0), dtype=bool)
         for key in keys:
             ranked = key[order]
             tied &= ranked[1:] == ranked[:-1]
-        if tied.any():
-            # Only runs of equal keys are sorted again, by id, in Python.
-            edges = np.flatnonzero(
-                np.diff(np.concatenate(([False], tied, [False])).astype(np.int8))
-            )
-            for start, end in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True):
-                positions[start : end + 1] = sorted(
-                    positions[start : end + 1], key=lambda i: buffers[i].id
-                )
+        if not tied.any():
+            return order.tolist()
+        # Only runs of equal keys are sorted again, by id, in Python (so exactly as str
+        # compares them). Most runs are pairs, ordered by one comparison each.
+        positions = order.tolist()
+        ids = self.ids
+        edges = np.flatnonzero(np.diff(np.concatenate(([False], tied, [False])).astype(np.int8)))
+        starts = edges[0::2]
+        ends = edges[1::2]
+        pairs = ends - starts == 1
+        first = starts[pairs].tolist()
+        for start, swap in zip(
+            first,
+            [ids[positions[k]] > ids[positions[k + 1]] for k in first],
+            strict=True,
+        ):
+            if swap:
+                positions[start], positions[start + 1] = positions[start + 1], positions[start]
+        for start, end in zip(starts[~pairs].tolist(), ends[~pairs].tolist(), strict=True):
+            positions[start : end + 1] = sorted(positions[start : end + 1], key=ids.__getitem__)
         return positions
+
+    def max_live(self) -> int:
+        """The max-live bound (``planner.problem.lower_bound``), found once: by numpy over
+        the compressed time slots where the sums fit int64."""
+        if self._max_live is None:
+            sizes = self.size_array()
+            if sizes is not None and sum(self.sizes) < 1 << 63:
+                self._max_live = _max_live(self.slot_lo_array, self.slot_hi_array, sizes)
+            else:
+                self._max_live = lower_bound(self.problem)
+        return self._max_live
 
     def lowest_height(self) -> int:
         """No plan is lower than this: the max-live bound (``planner.problem.lower_bound``),
-        or the top of the fixed-offset buffers when that is higher. Found once, by numpy
-        from the instance's arrays where the sums fit int64."""
+        or the top of the fixed-offset buffers when that is higher."""
         if self._lowest_height is None:
-            sizes = self.sizes
-            if sum(sizes) < 1 << 63:
-                size = np.array(sizes, dtype=np.int64)
-                real = size > 0
-                size = size[real]
-                times = np.concatenate((self._lo[real], self._hi[real]))
-                deltas = np.concatenate((size, -size))
-                # Ends (negative) before starts at equal times: the intervals are half-open.
-                live = np.cumsum(deltas[np.lexsort((deltas, times))])
-                bound = max(int(live.max()), 0) if len(live) else 0
-            else:
-                bound = lower_bound(self.problem)
-            fixed_top = max(
-                (f + s for f, s in zip(self.fixed, sizes, strict=True) if f is not None),
-                default=0,
-            )
-            self._lowest_height = max(bound, fixed_top)
+            self._lowest_height = max(self.max_live(), self.fixed_top)
         return self._lowest_height
 
     def batch_state(self) -> tuple[_Windows, np.ndarray, np.ndarray | None] | None:
         """What ``place_in_batches`` needs (windows, sizes, alignments or None when all are
         1), built once; None when a plan's addresses could leave int64."""
         if self._batch_state is False:
-            fixed_top = max(
-                (f + s for f, s in zip(self.fixed, self.sizes, strict=True) if f is not None),
-                default=0,
-            )
             # No greedy plan is higher than every buffer stacked, each after its padding.
-            top = sum(self.sizes) + sum(self.alignments) + fixed_top
-            if top >= 1 << 61:
+            top = sum(self.sizes) + sum(self.alignments) + self.fixed_top
+            sizes = self.size_array()
+            if top >= 1 << 61 or sizes is None:
                 self._batch_state = None
             else:
-                sizes = np.array(self.sizes, dtype=np.int64)
                 alignments = None
-                if any(a != 1 for a in self.alignments):
+                if self.alignments.count(1) != len(self.alignments):
                     alignments = np.array(self.alignments, dtype=np.int64)
                 windows = _Windows(self.slot_lo_array, self.slot_hi_array, np.flatnonzero(sizes))
                 self._batch_state = (windows, sizes, alignments)
@@ -225,10 +338,8 @@ class Instance:
             return indices[indptr[index] : indptr[index + 1]].tolist()
         if not self.sizes[index]:
             return []
-        if self._real_mask is None:
-            self._real_mask = np.array([s > 0 for s in self.sizes], dtype=bool)
         mask = (self._lo < self.uppers[index]) & (self._hi > self.lowers[index])
-        mask &= self._real_mask
+        mask &= self._real_flags()
         mask[index] = False
         return np.flatnonzero(mask).tolist()
 
@@ -550,7 +661,7 @@ def place_in_order(
     """
     if offsets is None and batches_apply(instance):
         return place_in_batches(instance, order, fit, deadline, ceiling=ceiling)
-    deadline = finishing_by(deadline, len(instance))
+    deadline = finishing_by(deadline, len(instance), instance)
     choose = first_fit_in if fit == "first" else best_fit_in
     sizes = instance.sizes
     alignments = instance.alignments
@@ -559,9 +670,8 @@ def place_in_order(
     occupancy = Occupancy(instance.slots)
     if offsets is None:
         offsets = [UNPLACED] * len(sizes)
-        for index, fixed in enumerate(instance.fixed):
-            if fixed is not None:
-                offsets[index] = fixed
+        for index in instance.fixed_positions:
+            offsets[index] = instance.fixed[index]
     pending = list(order) if deadline is not None else order
     blocks = 0
     for index, offset in enumerate(offsets):
@@ -640,11 +750,13 @@ class _Windows:
     def __init__(self, slot_lo: np.ndarray, slot_hi: np.ndarray, real: np.ndarray) -> None:
         lengths = slot_hi[real] - slot_lo[real]
         classes = np.floor(np.log2(np.maximum(lengths, 1))).astype(np.int64)
-        by_start = np.lexsort((slot_lo[real], classes))
+        by_start = argsort_keys(classes, slot_lo[real])
         self.index = real[by_start]
         self.lo = slot_lo[self.index]
         self.hi = slot_hi[self.index]
-        _, first = np.unique(classes[by_start], return_index=True)
+        ranked = classes[by_start]
+        # Where each class starts (``np.unique(..., return_index=True)``, without its cost).
+        first = np.flatnonzero(np.concatenate(([True], ranked[1:] != ranked[:-1])))[: len(ranked)]
         self.bounds = first
         self.longest = np.maximum.reduceat(lengths[by_start], first).tolist() if len(first) else []
 
@@ -768,15 +880,14 @@ def place_in_batches(
     state = instance.batch_state()
     assert state is not None
     windows, all_sizes, all_alignments = state
-    deadline = finishing_by(deadline, len(instance))
+    deadline = finishing_by(deadline, len(instance), instance)
     best = fit == "best"
     n = len(instance)
     offsets = np.full(n, UNPLACED, dtype=np.int64)
     rank = np.full(n, n, dtype=np.int64)
-    for buffer, fixed in enumerate(instance.fixed):
-        if fixed is not None:
-            offsets[buffer] = fixed
-            rank[buffer] = -1
+    for buffer in instance.fixed_positions:
+        offsets[buffer] = instance.fixed[buffer]
+        rank[buffer] = -1
     sequence = np.fromiter(order, dtype=np.int64)
     free = offsets[sequence] == UNPLACED
     pending = sequence[free & (all_sizes[sequence] > 0)]
@@ -799,8 +910,12 @@ def place_in_batches(
     largest = int(max(16 * BATCH_PAIRS / (degree + 1), 16))
     chunk = min(int(max(BATCH_PAIRS / (degree + 1), 16)), largest)
     position = 0
+    # The next chunk's time, foreseen from the last one's: a chunk that would end past the
+    # deadline is not started.
+    foreseen = 0.0
     while position < len(pending):
-        if deadline is not None and time.perf_counter() > deadline:
+        chunk_started = time.perf_counter()
+        if deadline is not None and chunk_started + foreseen > deadline:
             offsets[index] = placed
             _stack_in_batches(offsets, all_sizes, all_alignments, index[pending[position:]])
             return offsets.tolist()
@@ -849,6 +964,7 @@ def place_in_batches(
         done_starts = np.insert(done_starts, at, windows.lo[members])
         if count <= BATCH_WAVES:
             chunk = min(chunk * 2, largest)
+        foreseen = (time.perf_counter() - chunk_started) * chunk / len(members)
     offsets[index] = placed
     return offsets.tolist()
 

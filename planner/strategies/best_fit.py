@@ -25,13 +25,12 @@ import logging
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from planner.plan import Placement
 from planner.problem import Buffer, Problem
 from planner.strategies._placement import (
     Instance,
     PassAbandoned,
+    argsort_keys,
     finishing_by,
     place_in_order,
     plan_height,
@@ -53,14 +52,14 @@ def order_by(instance: Instance, name: str) -> list[int]:
     """Positions in the named order (ties keep the problem's order)."""
     arrays = instance.sort_keys()
     if arrays is not None:
-        # The same order by numpy (lexsort is stable; its last key is the first criterion).
+        # The same order by numpy (a stable sort, the first key first).
         by_size, by_lifetime = arrays
         keys = {
-            "xla-spatial": (by_lifetime, by_size),
-            "xla-temporal": (by_size, by_lifetime),
+            "xla-spatial": (by_size, by_lifetime),
+            "xla-temporal": (by_lifetime, by_size),
             "tflite": (by_size,),
         }[name]
-        return np.lexsort(keys).tolist()
+        return argsort_keys(*keys).tolist()
     key = ORDERS[name]
     buffers = instance.problem.buffers
     return sorted(range(len(buffers)), key=lambda i: key(buffers[i]))
@@ -106,7 +105,7 @@ def lowest_plan(
     best_height = 0
     best_name = ""
     # No further order is started when only the time to answer is left.
-    last_start = finishing_by(deadline, 2 * len(instance))
+    last_start = finishing_by(deadline, 2 * len(instance), instance)
     for name in ORDERS:
         if best is not None:
             if last_start is not None and time.perf_counter() > last_start:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from planner.plan import Placement
 from planner.problem import Problem
 from planner.strategies._placement import Instance, place_in_order
@@ -22,10 +20,10 @@ SUMMARY = "TVM USMP greedy_by_conflicts: most conflicts first, lowest offset tha
 def conflict_order(instance: Instance) -> list[int]:
     """Positions sorted by conflict count descending, then size descending, then id."""
     buffers = instance.problem.buffers
-    degrees = instance.degrees()
     arrays = instance.sort_keys()
     if arrays is not None:
-        return instance.sorted_by(-np.array(degrees, dtype=np.int64), arrays[0])
+        return instance.sorted_by(-instance.degree_array(), arrays[0])
+    degrees = instance.degrees()
     return sorted(range(len(buffers)), key=lambda i: (-degrees[i], -buffers[i].size, buffers[i].id))
 
 

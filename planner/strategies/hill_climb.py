@@ -19,7 +19,7 @@ import random
 import time
 
 from planner.plan import Placement
-from planner.problem import Problem, lower_bound
+from planner.problem import Problem
 from planner.strategies._placement import (
     UNPLACED,
     GraphTooLarge,
@@ -51,7 +51,7 @@ def plan(
     instance = Instance.of(problem)
     # The bound is the climb's target too: found once, before the deadline, since on a
     # large problem it takes a good share of the time that answering may take.
-    bound = lower_bound(problem)
+    bound = instance.max_live()
     # Without an explicit limit the default one bounds the climbing only, not the greedy
     # start: on a large problem that start alone may take longer.
     offsets, top = climb(
@@ -84,7 +84,7 @@ def climb(
     but no memory per pair).
     """
     if target is None:
-        target = lower_bound(instance.problem)
+        target = instance.max_live()
     sizes = instance.sizes
     try:
         instance.conflicts()
@@ -92,10 +92,13 @@ def climb(
     except GraphTooLarge:
         replace = place_in_order
     offsets = place_in_order(instance, order, deadline=deadline if cap_start else None)
-    # Climbing stops in time to turn the plan into the answer.
-    deadline = finishing_by(deadline, len(instance)) or deadline
-    if time.perf_counter() > deadline:
-        return offsets, None  # before the bookkeeping, which takes a while on large problems
+    # Climbing stops in time to turn the plan into the answer. The bookkeeping below (a list
+    # and a dict of the order) costs about as much again: it is not started without the
+    # time for both (on a loaded machine it took 1-2 s at a million buffers).
+    bookkeeping_by = finishing_by(deadline, 3 * len(instance), instance) or deadline
+    deadline = finishing_by(deadline, len(instance), instance) or deadline
+    if time.perf_counter() > bookkeeping_by:
+        return offsets, None
     # Fixed and zero-sized buffers are placed once and for all; the others get reordered.
     order = [i for i in order if sizes[i] > 0 and instance.fixed[i] is None]
     current = plan_height(instance, offsets)

@@ -30,7 +30,7 @@ import random
 import time
 
 from planner.plan import Placement
-from planner.problem import Problem, lower_bound
+from planner.problem import Problem
 from planner.strategies import best_fit, greedy_by_conflicts, greedy_by_size, tvm_token_reuse
 from planner.strategies._canonical_search import FOUND, INFEASIBLE, CanonicalSearch
 from planner.strategies._placement import (
@@ -78,16 +78,14 @@ class _Optimiser:
         self.deadline = deadline
         self.budget = budget
         self.seed = seed
-        self.instance = Instance.of(problem)
-        fixed_top = max(
-            (b.offset + b.size for b in problem.buffers if b.offset is not None), default=0
-        )
-        self.bound = max(lower_bound(problem), fixed_top)
+        instance = self.instance = Instance.of(problem)
+        # The max-live bound, or the fixed buffers' top when higher (no plan is lower).
+        self.bound = instance.lowest_height()
         self.step = (
             math.gcd(
-                *(b.size for b in problem.buffers),
-                *(b.alignment for b in problem.buffers),
-                *(b.offset for b in problem.buffers if b.offset is not None),
+                math.gcd(*instance.sizes),
+                math.gcd(*instance.alignments),
+                *(instance.fixed[i] for i in instance.fixed_positions),
             )
             or 1
         )
@@ -102,9 +100,13 @@ class _Optimiser:
         return -(-height // self.step) * self.step
 
     def _exact_search_applies(self) -> bool:
-        buffers = self.problem.buffers
-        largest = sum(b.size for b in buffers) + max(
-            (b.alignment + (b.offset or 0) for b in buffers), default=0
+        instance = self.instance
+        largest = sum(instance.sizes) + max(
+            max(instance.alignments, default=0),
+            max(
+                (instance.alignments[i] + instance.fixed[i] for i in instance.fixed_positions),
+                default=0,
+            ),
         )
         if largest >= EXACT_SEARCH_MAX:
             log.warning(
@@ -156,7 +158,7 @@ class _Optimiser:
         offsets, top = best_fit.instance_plan(instance, self.deadline, target=self.bound)
         self._offer(offsets, top)
         # None is started when only the time to answer is left (it grows with the size).
-        last_start = finishing_by(self.deadline, 2 * len(instance)) or self.deadline
+        last_start = finishing_by(self.deadline, 2 * len(instance), instance) or self.deadline
         for order in (greedy_by_size.size_order, greedy_by_conflicts.conflict_order):
             if time.perf_counter() > last_start or self.best_height <= self.bound:
                 return
