@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import zipfile
@@ -15,12 +16,13 @@ from django.http import (
     StreamingHttpResponse,
 )
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
-from dashboard import compare, overview, trends
+from dashboard import compare, fragments, overview, trends
 from dashboard.auth import is_maintainer
 from dashboard.models import Artifact, Commit, Model, Result, Run, Series
 from dashboard.trends import TREND_CACHE_SECONDS, find_toolchain, trend
@@ -65,31 +67,33 @@ def model_trend_page(request, repository: str, model: str):
     except LookupError as unknown:
         return HttpResponseBadRequest(str(unknown))
     data = trend(model, board=board, branch=branch, toolchain=toolchain)
-    # Every line of the model with its newest result: the table of latest results and the
-    # board and toolchain choices come from this one query.
-    lines = list(Series.objects.for_model(model).with_latest())
-    coverage = _coverage(lines, board=board, toolchain=toolchain)
-    shown = [
-        line for line in lines
-        if (not board or line.board.name == board)
-        and (toolchain is None or line.toolchain_id == toolchain.pk)
-    ]
-    # The history table is most of the page's rendering: cached as HTML with the trend.
-    show_boards = len({line.board_id for line in shown}) > 1
-    show_toolchains = len({line.toolchain_id for line in shown}) > 1
-    history_key = f"{data.key}:history:{int(show_boards)}{int(show_toolchains)}"
-    history_html = data.history_html or (cache.get(history_key) if data.key else None)
-    if history_html is None:
-        history_html = trends.history_html(
-            data.history, boards=show_boards, toolchains=show_toolchains
-        )
-        if data.key:
-            cache.set(history_key, history_html, TREND_CACHE_SECONDS)
-    branches = Commit.objects.branch_names(model.repository)
-    latest = sorted(
-        (line for line in shown if line.latest_result_id),
-        key=lambda line: (line.board.name, line.toolchain.spec, line.strategy.name),
+    tables = functools.cache(
+        lambda: _trend_tables(model, board=board, branch=branch, toolchain=toolchain)
     )
+    if data.history_html and not (board or branch or toolchain):
+        # Unfiltered, everything below the charts but the branch menu was stored with the
+        # trend (its history) or beside it (these), for the trend's version.
+        version = fragments.version_of(data.key)
+        parts = fragments.get_many({
+            f"trend:{model.pk}:coverage": (version, lambda: tables()["coverage"]),
+            f"trend:{model.pk}:latest": (version, lambda: tables()["latest"]),
+        })
+        coverage_html = parts[f"trend:{model.pk}:coverage"]
+        latest_html = parts[f"trend:{model.pk}:latest"]
+        history_html = data.history_html
+    else:
+        coverage_html, latest_html = tables()["coverage"], tables()["latest"]
+        # The history table is most of the page's rendering: cached as HTML with the trend.
+        flags = tables()["flags"]
+        history_key = f"{data.key}:history:{int(flags[0])}{int(flags[1])}"
+        history_html = data.history_html or (cache.get(history_key) if data.key else None)
+        if history_html is None:
+            history_html = trends.history_html(
+                data.history, boards=flags[0], toolchains=flags[1]
+            )
+            if data.key:
+                cache.set(history_key, history_html, TREND_CACHE_SECONDS)
+    branches = Commit.objects.branch_names(model.repository)
     return render(
         request,
         "dashboard/model_trend.html",
@@ -100,18 +104,48 @@ def model_trend_page(request, repository: str, model: str):
             "trend_json": mark_safe(data.json.decode()),
             "has_series": not data.empty,
             "history": data.history,
-            "history_html": mark_safe(history_html),  # rendered by our own template
-            "coverage": coverage,
+            # Rendered by our own templates.
+            "history_html": mark_safe(history_html),
+            "coverage_html": mark_safe(coverage_html),
+            "latest_html": mark_safe(latest_html),
             "board": board,
             "toolchain": toolchain,
             "branches": list(branches),
             "branch": branch,
-            "latest": latest,
-            "show_toolchains": show_toolchains,
             "api_url": reverse("api:model-trend", args=[model.pk])
             + (f"?{request.GET.urlencode()}" if request.GET else ""),
         },
     )
+
+
+def _trend_tables(model: Model, *, board: str, branch: str, toolchain) -> dict:
+    """The trend page's grid of boards and toolchains and its table of latest results, as
+    HTML, and whether the lines shown differ by board and by toolchain (``flags``)."""
+    # Every line of the model with its newest result: the table of latest results and the
+    # board and toolchain choices come from this one query.
+    lines = list(Series.objects.for_model(model).with_latest())
+    shown = [
+        line for line in lines
+        if (not board or line.board.name == board)
+        and (toolchain is None or line.toolchain_id == toolchain.pk)
+    ]
+    show_toolchains = len({line.toolchain_id for line in shown}) > 1
+    latest = sorted(
+        (line for line in shown if line.latest_result_id),
+        key=lambda line: (line.board.name, line.toolchain.spec, line.strategy.name),
+    )
+    context = {"board": board, "branch": branch, "toolchain": toolchain}
+    return {
+        "coverage": render_to_string(
+            "dashboard/_trend_coverage.html",
+            {**context, "coverage": _coverage(lines, board=board, toolchain=toolchain)},
+        ),
+        "latest": render_to_string(
+            "dashboard/_trend_latest.html",
+            {"latest": latest, "show_toolchains": show_toolchains},
+        ),
+        "flags": (len({line.board_id for line in shown}) > 1, show_toolchains),
+    }
 
 
 def _coverage(lines: list[Series], *, board: str, toolchain) -> dict:

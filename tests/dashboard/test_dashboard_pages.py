@@ -554,6 +554,21 @@ def test_it_builds_the_overview_in_a_bounded_number_of_queries(
         client.get(reverse("home"))
 
 
+def test_the_trend_pages_stored_tables_follow_the_data_they_show(client, small_cnn):
+    url = small_cnn.get_absolute_url()
+    assert "Latest results" in client.get(url).content.decode()
+    assert Fragment.objects.filter(key__startswith=f"trend:{small_cnn.pk}:").count() == 2
+
+    newest = Result.objects.filter(model=small_cnn, strategy__name="none").order_by("-id")[0]
+    Result.objects.filter(pk=newest.pk).update(planned_bytes=987_654_321)
+    actions.summarise_all_series()
+    cache.clear()
+    html = client.get(url).content.decode()
+
+    latest = html.split("<h2>Latest results</h2>")[1].split("</table>")[0]
+    assert 'title="987,654,321 bytes"' in latest
+
+
 @pytest.mark.django_db
 def test_branch_names_are_each_branch_once_sorted_and_of_one_repository():
     ours = actions.track_repository("ours", "https://example.invalid/ours.git")
