@@ -2,6 +2,7 @@
 
     python benchmarks/torchvision_models.py                       # the set below, 64x64
     python benchmarks/torchvision_models.py densenet121 googlenet # some of them
+    python benchmarks/torchvision_models.py timm:ghostnet_100     # a timm model (timm:NAME)
     python benchmarks/torchvision_models.py --strategy tvm-stock --strategy best-fit+rewrites
     python benchmarks/torchvision_models.py --image 96 --json out.json
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -32,6 +34,9 @@ MODELS = [
     "resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x0_5",
     "squeezenet1_0", "densenet121", "googlenet", "inception_v3", "efficientnet_b0",
     "regnet_y_400mf", "mnasnet0_5", "vit_b_16",
+    # timm's architectures that torchvision lacks: GhostNet's blocks concatenate two halves
+    # and keep the first k channels; HRNet fuses branches at 4 resolutions (upsample + add).
+    "timm:ghostnet_100", "timm:hrnet_w18_small",
 ]
 #: Sizes where 64x64 does not apply: Inception's stem needs 75, and a ViT-B/16 at 64 has
 #: 16 patches, which keeps its attention small enough to compile quickly.
@@ -73,9 +78,29 @@ def main(argv: list[str] | None = None) -> int:
     header = ("model", "strategy", "planned B", "vs stock", "measured peak B", "vs stock",
               "latency ms", "match", "rewrites")
     rows, failures, everything = [header], [], []
+    # A run stopped early (Ctrl-C or kill) still prints the table of the models it finished;
+    # --json is rewritten after each model.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        _run(args, strategies, rows, failures, everything)
+    except KeyboardInterrupt:
+        failures.append(("(run)", "(rest)", "interrupted: the models after the last row not run"))
+
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
+    if failures:
+        print("\nFailures:")
+        for model, strategy, error in failures:
+            print(f"- {model} / {strategy}: {error}")
+    return 1 if failures else 0
+
+
+def _run(args, strategies, rows, failures, everything) -> None:
     for name in args.models:
         image = max(args.image, IMAGE.get(name, 0))
-        source = ModelSource(f"torchvision:{name}", {"image": image})
+        kind = "timm" if name.startswith("timm:") else "torchvision"
+        source = ModelSource(f"{kind}:{name.removeprefix('timm:')}", {"image": image})
         started = time.perf_counter()
         try:
             reports = compile_model(source, strategies, repeat=args.repeat)
@@ -100,17 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                 _rewrites(report),
             ))
         print(f"# {name}: {seconds:.0f} s", file=sys.stderr, flush=True)
-
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
-    if failures:
-        print("\nFailures:")
-        for model, strategy, error in failures:
-            print(f"- {model} / {strategy}: {error}")
-    if args.json:
-        args.json.write_text(json.dumps(everything, indent=1))
-    return 1 if failures else 0
+        if args.json:
+            args.json.write_text(json.dumps(everything, indent=1))
 
 
 def _ratio(value, reference) -> str:

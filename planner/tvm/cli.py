@@ -29,7 +29,10 @@ def _param(text: str) -> tuple[str, object]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", help="zoo:NAME, a path to an .onnx file, or module.py:factory")
+    parser.add_argument(
+        "model",
+        help="zoo:NAME, torchvision:NAME, timm:NAME, a path to an .onnx file, or module.py:factory",
+    )
     parser.add_argument(
         "--strategy",
         action="append",

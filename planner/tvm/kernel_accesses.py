@@ -454,9 +454,20 @@ def _evaluate(expr, env: dict):
     for kind, combine in _BINARY.items():
         if isinstance(expr, kind):
             return combine(_evaluate(expr.a, env), _evaluate(expr.b, env))
-    if isinstance(expr, tvm.tirx.Cast) and "int" in str(expr.dtype):
+    if (
+        isinstance(expr, tvm.tirx.Cast)
+        and "int" in _dtype(expr)
+        and "int" in _dtype(expr.value)
+    ):
+        # An integer widened or narrowed; a float floored into an index stays unknown.
         return _evaluate(expr.value, env)
     raise _Unknown(f"index expression {type(expr).__name__}")
+
+
+def _dtype(expr) -> str:
+    """A TIR expression's dtype: ``expr.ty.dtype`` in TVM 0.27 (no ``expr.dtype`` any more)."""
+    ty = getattr(expr, "ty", None)
+    return str(getattr(ty, "dtype", None) or getattr(expr, "dtype", ""))
 
 
 def store_over_source_safe(

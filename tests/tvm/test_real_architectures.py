@@ -1,4 +1,5 @@
-"""What networks nobody here wrote taught the wing: torchvision's, and their patterns."""
+"""What networks nobody here wrote taught the wing: torchvision's and timm's, and their
+patterns."""
 
 import json
 from pathlib import Path
@@ -8,12 +9,14 @@ import pytest
 import tvm
 from tvm import relax
 from tvm.script import relax as R
+from tvm.script import tirx as T
 
 from planner.plan import InvalidPlan
 from planner.tvm import compile as compile_module
 from planner.tvm import execute, lowering
 from planner.tvm.compile import ATOL, RTOL, compile_model, stock_offsets
 from planner.tvm.extract import extract
+from planner.tvm.kernel_accesses import store_over_source_safe
 from planner.tvm.zoo import ModelSource, build_network
 
 pytestmark = pytest.mark.slow
@@ -55,6 +58,69 @@ def test_shufflenet_compiles_under_every_kind_of_strategy():
         assert report.outputs_match
     assert reports["tvm-stock"].warnings == []
     assert reports["best-fit"].intermediate_bytes <= reports["tvm-stock"].intermediate_bytes
+
+
+def _needs_timm():
+    from planner.tvm.zoo.timm_source import TimmError, import_timm
+
+    try:
+        import_timm()
+    except TimmError as exc:  # .ci/setup --test installs it
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("name", ["ghostnet_050", "hrnet_w18_small"])
+def test_timm_ghostnet_and_hrnet_compile_with_rewrites(name):
+    # GhostNet concatenates two halves of a block and keeps the first k channels; HRNet fuses
+    # branches at four resolutions by upsampling and adding: shapes our zoo did not have.
+    _needs_timm()
+    reports = by_strategy(compile_model(
+        ModelSource(f"timm:{name}", {"image": 32}),
+        ["tvm-stock", "best-fit+rewrites"], repeat=0, memory_configs=(),
+    ))
+
+    for report in reports.values():
+        assert report.ok, report.error
+        assert report.outputs_match
+    rewritten = reports["best-fit+rewrites"]
+    assert not any(s.get("rewrite") == "all" for s in rewritten.rewrites.get("skipped", []))
+    assert rewritten.planned_bytes < reports["tvm-stock"].planned_bytes
+
+
+@T.prim_func(private=True, s_tir=True)
+def _halve_through_casts(a: T.Buffer((64,), "float32"), b: T.Buffer((32,), "float32")):
+    for i in range(32):
+        with T.sblock("halve"):
+            vi = T.axis.remap("S", [i])
+            b[T.Cast("int64", vi)] = a[T.Cast("int64", vi * 2)] + a[T.Cast("int64", vi * 2 + 1)]
+
+
+@T.prim_func(private=True, s_tir=True)
+def _gather_through_floats(a: T.Buffer((64,), "float32"), b: T.Buffer((32,), "float32")):
+    for i in range(32):
+        with T.sblock("gather"):
+            vi = T.axis.remap("S", [i])
+            b[vi] = a[T.Cast("int32", T.Cast("float32", vi) * T.float32(2.0))]
+
+
+def test_index_casts_are_traced_through_and_float_indices_prove_nothing():
+    # timm's HRNet at 64x64 has int64 casts in its kernels' indices; reading their dtype as
+    # expr.dtype (gone in TVM 0.27: expr.ty.dtype) raised AttributeError and failed every
+    # +rewrites strategy.
+    a, b = _halve_through_casts.params
+    assert store_over_source_safe(_halve_through_casts, a, b, 0) == "trace"
+    assert store_over_source_safe(_halve_through_casts, a, b, 64) is None
+    # A float floored into an index is not evaluated: no proof, so no merge.
+    a, b = _gather_through_floats.params
+    assert store_over_source_safe(_gather_through_floats, a, b, 0) is None
+
+
+def test_an_unknown_timm_model_is_a_model_source_error():
+    _needs_timm()
+    from planner.tvm.zoo import ModelSourceError
+
+    with pytest.raises(ModelSourceError, match="unknown timm model 'ghostnet_999'"):
+        build_network(ModelSource("timm:ghostnet_999"))
 
 
 def test_a_stock_plan_that_cannot_be_read_takes_no_other_strategy_down(monkeypatch):

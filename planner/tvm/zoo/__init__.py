@@ -10,6 +10,8 @@ A model source is one of
 - ``torchvision:NAME``: one of torchvision's classification networks with random weights,
   parameters ``image`` (default 64) and the builder's keywords
   (:mod:`planner.tvm.zoo.torchvision_source`);
+- ``timm:NAME``: one of timm's image classification networks with random weights (GhostNet,
+  HRNet and others torchvision lacks), same parameters (:mod:`planner.tvm.zoo.timm_source`);
 - ``path/to/module.py:factory``, called with the parameters; it returns a
   :class:`~planner.tvm.zoo.network.Network` or ``(torch.nn.Module, example inputs)``.
 
@@ -80,6 +82,8 @@ def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Netwo
         return _build_zoo(text.removeprefix("zoo:"), source.params)
     if text.startswith("torchvision:"):
         return _build_torchvision(text.removeprefix("torchvision:"), source.params)
+    if text.startswith("timm:"):
+        return _build_timm(text.removeprefix("timm:"), source.params)
     if text.endswith(".onnx"):
         return _build_onnx(_resolve(text, base_dir), source.params)
     file_part, sep, factory = text.rpartition(":")
@@ -87,7 +91,7 @@ def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Netwo
         return _build_python(_resolve(file_part, base_dir), factory, source.params)
     raise ModelSourceError(
         f"unsupported model source {text!r}: expected zoo:NAME with NAME one of "
-        f"{', '.join(zoo_names())}, torchvision:NAME, a path to an .onnx file, or "
+        f"{', '.join(zoo_names())}, torchvision:NAME, timm:NAME, a path to an .onnx file, or "
         "path/to/module.py:factory"
     )
 
@@ -128,6 +132,17 @@ def _build_torchvision(name: str, params: dict[str, Any]) -> Network:
     except TypeError as exc:
         raise ModelSourceError(f"bad parameters for torchvision:{name}: {exc}") from None
     except TorchvisionError as exc:
+        raise ModelSourceError(str(exc)) from exc
+
+
+def _build_timm(name: str, params: dict[str, Any]) -> Network:
+    from planner.tvm.zoo.timm_source import TimmError, timm_network
+
+    try:
+        return timm_network(name, **params)
+    except TypeError as exc:
+        raise ModelSourceError(f"bad parameters for timm:{name}: {exc}") from None
+    except TimmError as exc:
         raise ModelSourceError(str(exc)) from exc
 
 
