@@ -23,19 +23,16 @@ def version_of(*parts) -> str:
 def get_many(parts: dict[str, tuple[str, Callable[[], str]]]) -> dict[str, str]:
     """``get`` for several parts at once, ``{key: (version, render)}``: one query when all
     are stored for their versions."""
-    stored = dict(
-        (key, (version, html))
+    stored = {
+        key: (version, html)
         for key, version, html in Fragment.objects.filter(key__in=parts).values_list(
             "key", "version", "html"
         )
-    )
-    found = {}
-    for key, (version, render) in parts.items():
-        if key in stored and stored[key][0] == version:
-            found[key] = stored[key][1]
-        else:
-            found[key] = get(key, version, render)
-    return found
+    }
+    return {
+        key: _fresh(key, version, render, stored.get(key))
+        for key, (version, render) in parts.items()
+    }
 
 
 def get(key: str, version: str, render: Callable[[], str]) -> str:
@@ -43,6 +40,10 @@ def get(key: str, version: str, render: Callable[[], str]) -> str:
     stored for the next request. Two requests racing both render; whichever writes last,
     a reader still compares versions, so an older rendering is never served as new."""
     stored = Fragment.objects.filter(key=key).values_list("version", "html").first()
+    return _fresh(key, version, render, stored)
+
+
+def _fresh(key: str, version: str, render: Callable[[], str], stored) -> str:
     if stored is not None and stored[0] == version:
         return stored[1]
     html = render()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django import template
-from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -29,14 +29,20 @@ def human_bytes(value: int | None) -> str:
     return f"{size:.1f} {_UNITS[unit]}"
 
 
+def bytes_cell(value: int | None) -> str:
+    """A human size with the exact byte count on hover, as plain HTML (numbers only, so
+    nothing to escape): the filter below and the comparison rows both write it."""
+    if value is None:
+        return MISSING
+    return f'<span class="bytes" title="{value:,} bytes">{human_bytes(value)}</span>'
+
+
 @register.filter(name="bytes")
 def bytes_with_exact_title(value: int | None) -> str:
     """A human size with the exact byte count on hover."""
     if value is None or value == "":
         return MISSING
-    return format_html(
-        '<span class="bytes" title="{} bytes">{}</span>', f"{int(value):,}", human_bytes(int(value))
-    )
+    return mark_safe(bytes_cell(int(value)))  # numbers only
 
 
 @register.filter

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from django import template
 from django.urls import reverse
-from django.utils.html import escape, format_html
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from dashboard.templatetags.peakwatch import MISSING, human_bytes, ms
+from dashboard.templatetags.peakwatch import MISSING, bytes_cell, human_bytes, ms
 
 register = template.Library()
 
@@ -16,30 +16,49 @@ def _class(value) -> str:
     return "worse" if value > 0 else "better" if value < 0 else "same"
 
 
+def _change_cell(value, text: str) -> str:
+    return f'<span class="change {_class(value)}">{text}</span>'
+
+
+# The cells below are plain HTML built from numbers alone, so nothing needs escaping; the
+# comparison rows call them directly, the filters mark them safe.
+def signed_bytes_cell(value: int | None) -> str:
+    if value is None:
+        return MISSING
+    sign = "+" if value > 0 else "−" if value < 0 else "±"
+    return (
+        f'<span class="change {_class(value)}" title="{value:+,} bytes">'
+        f"{sign}{human_bytes(abs(value))}</span>"
+    )
+
+
+def percent_cell(value: float | None) -> str:
+    return MISSING if value is None else _change_cell(value, f"{value:+.1%}")
+
+
+def ms_change_cell(value: float | None) -> str:
+    return MISSING if value is None else _change_cell(value, f"{value:+.3f} ms")
+
+
 @register.filter
 def signed_bytes(value) -> str:
     if value is None or value == "":
         return MISSING
-    value = int(value)
-    sign = "+" if value > 0 else "−" if value < 0 else "±"
-    return format_html(
-        '<span class="change {}" title="{} bytes">{}{}</span>',
-        _class(value), f"{value:+,}", sign, human_bytes(abs(value)),
-    )
+    return mark_safe(signed_bytes_cell(int(value)))
 
 
 @register.filter
 def signed_ms(value) -> str:
     if value is None or value == "":
         return MISSING
-    return format_html('<span class="change {}">{}</span>', _class(value), f"{value:+.3f} ms")
+    return mark_safe(ms_change_cell(float(value)))
 
 
 @register.filter
 def percent(value) -> str:
     if value is None or value == "":
         return MISSING
-    return format_html('<span class="change {}">{}</span>', _class(value), f"{value:+.1%}")
+    return mark_safe(percent_cell(float(value)))
 
 
 @register.filter
@@ -71,34 +90,6 @@ _REUSED = (
 _BASE_MARK, _HEAD_MARK = 9_999_999_901, 9_999_999_902
 
 
-def _bytes_cell(value) -> str:
-    if value is None:
-        return MISSING
-    return f'<span class="bytes" title="{value:,} bytes">{human_bytes(value)}</span>'
-
-
-def _change_cell(value, text: str) -> str:
-    return f'<span class="change {_class(value)}">{text}</span>'
-
-
-def _signed_bytes_cell(value) -> str:
-    if value is None:
-        return MISSING
-    sign = "+" if value > 0 else "−" if value < 0 else "±"
-    return (
-        f'<span class="change {_class(value)}" title="{value:+,} bytes">'
-        f"{sign}{human_bytes(abs(value))}</span>"
-    )
-
-
-def _percent_cell(value) -> str:
-    return MISSING if value is None else _change_cell(value, f"{value:+.1%}")
-
-
-def _ms_change_cell(value) -> str:
-    return MISSING if value is None else _change_cell(value, f"{value:+.3f} ms")
-
-
 @register.simple_tag
 def comparison_rows(rows, by_toolchain: bool = False) -> str:
     """The body rows of a comparison table (``compare.ComparisonRow``s), as the filters
@@ -124,9 +115,9 @@ def comparison_rows(rows, by_toolchain: bool = False) -> str:
         if row.head is not None and row.head.is_reused:
             links += _REUSED
         cells = (
-            _bytes_cell(row.base_bytes), _bytes_cell(row.head_bytes), _signed_bytes_cell(delta),
-            _percent_cell(relative), ms(row.base_latency), ms(row.head_latency),
-            _ms_change_cell(latency), _percent_cell(latency_relative),
+            bytes_cell(row.base_bytes), bytes_cell(row.head_bytes), signed_bytes_cell(delta),
+            percent_cell(relative), ms(row.base_latency), ms(row.head_latency),
+            ms_change_cell(latency), percent_cell(latency_relative),
         )
         numbers = "".join(
             f'<td class="num" data-bytes-delta="{"" if delta is None else delta}">{cell}</td>'
