@@ -80,10 +80,9 @@ def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Netwo
     text = source.source
     if text.startswith("zoo:"):
         return _build_zoo(text.removeprefix("zoo:"), source.params)
-    if text.startswith("torchvision:"):
-        return _build_torchvision(text.removeprefix("torchvision:"), source.params)
-    if text.startswith("timm:"):
-        return _build_timm(text.removeprefix("timm:"), source.params)
+    library, sep, name = text.partition(":")
+    if sep and library in ("torchvision", "timm"):
+        return _build_library(library, name, source.params)
     if text.endswith(".onnx"):
         return _build_onnx(_resolve(text, base_dir), source.params)
     file_part, sep, factory = text.rpartition(":")
@@ -124,25 +123,19 @@ def _build_onnx(path: Path, params: dict[str, Any]) -> Network:
         raise ModelSourceError(str(exc)) from exc
 
 
-def _build_torchvision(name: str, params: dict[str, Any]) -> Network:
-    from planner.tvm.zoo.torchvision_source import TorchvisionError, torchvision_network
-
+def _build_library(library: str, name: str, params: dict[str, Any]) -> Network:
+    """``torchvision:NAME`` or ``timm:NAME``: the library's image classifier, random weights."""
+    if library == "timm":
+        from planner.tvm.zoo.timm_source import TimmError as LibraryError
+        from planner.tvm.zoo.timm_source import timm_network as build
+    else:
+        from planner.tvm.zoo.torchvision_source import TorchvisionError as LibraryError
+        from planner.tvm.zoo.torchvision_source import torchvision_network as build
     try:
-        return torchvision_network(name, **params)
+        return build(name, **params)
     except TypeError as exc:
-        raise ModelSourceError(f"bad parameters for torchvision:{name}: {exc}") from None
-    except TorchvisionError as exc:
-        raise ModelSourceError(str(exc)) from exc
-
-
-def _build_timm(name: str, params: dict[str, Any]) -> Network:
-    from planner.tvm.zoo.timm_source import TimmError, timm_network
-
-    try:
-        return timm_network(name, **params)
-    except TypeError as exc:
-        raise ModelSourceError(f"bad parameters for timm:{name}: {exc}") from None
-    except TimmError as exc:
+        raise ModelSourceError(f"bad parameters for {library}:{name}: {exc}") from None
+    except LibraryError as exc:
         raise ModelSourceError(str(exc)) from exc
 
 

@@ -16,6 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from planner.tvm.zoo.network import Network
+from planner.tvm.zoo.torchvision_source import (
+    TorchvisionError,
+    export_image_classifier,
+    import_torchvision,
+)
 
 
 class TimmError(ValueError):
@@ -23,8 +28,6 @@ class TimmError(ValueError):
 
 
 def import_timm():
-    from planner.tvm.zoo.torchvision_source import TorchvisionError, import_torchvision
-
     try:
         # timm imports torchvision; its operator registrations must be stubbed out first.
         import_torchvision()
@@ -58,10 +61,4 @@ def timm_network(
         module = timm.create_model(name, pretrained=False, **kwargs)
     except TypeError as exc:
         raise TimmError(f"bad parameters for timm:{name}: {exc}") from exc
-    example = torch.randn(batch, 3, image, image)
-    from planner.tvm.zoo.python_source import PythonSourceError, network_from_torch
-
-    try:
-        return network_from_torch(name, module, (example,))
-    except PythonSourceError as exc:
-        raise TimmError(str(exc)) from exc
+    return export_image_classifier(name, module, image, batch, TimmError)

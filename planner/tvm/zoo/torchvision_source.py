@@ -76,10 +76,20 @@ def torchvision_network(
         module = torchvision.models.get_model(name, weights=None, **kwargs)
     except TypeError as exc:
         raise TorchvisionError(f"bad parameters for torchvision:{name}: {exc}") from exc
-    example = torch.randn(batch, 3, image, image)
+    return export_image_classifier(name, module, image, batch, TorchvisionError)
+
+
+def export_image_classifier(
+    name: str, module, image: int, batch: int, error: type[ValueError]
+) -> Network:
+    """A library's classifier exported on one random image batch (drawn after the weights,
+    from the same seed); an export failure is raised as the library's ``error``."""
+    import torch
+
     from planner.tvm.zoo.python_source import PythonSourceError, network_from_torch
 
+    example = torch.randn(batch, 3, image, image)
     try:
         return network_from_torch(name, module, (example,))
     except PythonSourceError as exc:
-        raise TorchvisionError(str(exc)) from exc
+        raise error(str(exc)) from exc
