@@ -3,6 +3,7 @@ abandons a pass that reaches the best height so far. Its plans are those of plac
 order in full."""
 
 import random
+from functools import partial
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,23 +20,9 @@ from planner.strategies._placement import (
     place_in_order,
     plan_height,
 )
+from tests.planner.problems import problems as random_problems
 
-
-@st.composite
-def problems(draw, max_buffers=30, fixed=True):
-    count = draw(st.integers(1, max_buffers))
-    buffers = []
-    for k in range(count):
-        lower = draw(st.integers(0, 20))
-        upper = lower + draw(st.integers(1, 12))
-        size = draw(st.integers(0, 24))
-        alignment = draw(st.sampled_from([1, 1, 1, 2, 4, 8]))
-        buffers.append(Buffer(f"b{k}", lower, upper, size, alignment))
-    if fixed and draw(st.booleans()):
-        k = draw(st.integers(0, count - 1))
-        b = buffers[k]
-        buffers[k] = Buffer(b.id, b.lower, b.upper, b.size, b.alignment, 8 * b.alignment)
-    return Problem(tuple(buffers))
+problems = partial(random_problems, max_buffers=30, max_start=20, max_length=12, max_size=24)
 
 
 def every_order_in_full(instance):

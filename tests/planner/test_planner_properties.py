@@ -1,34 +1,21 @@
 """Properties every strategy must have, on random small problems (hypothesis)."""
 
+from functools import partial
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.plan import validate_plan
-from planner.problem import Buffer, Problem, lower_bound
+from planner.problem import lower_bound
 from planner.strategies import solve, strategy_names
+from tests.planner.problems import problems as random_problems
 
 HEURISTICS = [name for name in strategy_names() if name != "optimal"]
 # Short limits keep the searching strategies quick on these tiny problems.
 TIME_LIMIT = {"hill-climb": 0.02, "optimal": 2.0}
 
 
-@st.composite
-def problems(draw, max_buffers=8, fixed=True):
-    count = draw(st.integers(0, max_buffers))
-    buffers = []
-    for k in range(count):
-        lower = draw(st.integers(0, 12))
-        upper = lower + draw(st.integers(1, 8))
-        size = draw(st.integers(0, 12))
-        alignment = draw(st.sampled_from([1, 1, 1, 2, 4]))
-        buffers.append(Buffer(f"b{k}", lower, upper, size, alignment))
-    if fixed and buffers and draw(st.booleans()):
-        # One buffer with a fixed offset (one alone can always be kept).
-        k = draw(st.integers(0, len(buffers) - 1))
-        b = buffers[k]
-        offset = draw(st.integers(0, 6)) * b.alignment
-        buffers[k] = Buffer(b.id, b.lower, b.upper, b.size, b.alignment, offset)
-    return Problem(tuple(buffers))
+problems = partial(random_problems, min_buffers=0, alignments=(1, 1, 1, 2, 4))
 
 
 def plan(problem, name, **options):

@@ -2,6 +2,7 @@
 conflict graph, without ever listing the conflicting pairs."""
 
 import random
+from functools import partial
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,23 +16,9 @@ from planner.strategies._placement import (
     place_against_neighbours,
     place_in_order,
 )
+from tests.planner.problems import problems as random_problems
 
-
-@st.composite
-def problems(draw, max_buffers=14):
-    count = draw(st.integers(1, max_buffers))
-    buffers = []
-    for k in range(count):
-        lower = draw(st.integers(0, 15))
-        upper = lower + draw(st.integers(1, 10))
-        size = draw(st.integers(0, 16))
-        alignment = draw(st.sampled_from([1, 1, 1, 2, 4, 8]))
-        buffers.append(Buffer(f"b{k}", lower, upper, size, alignment))
-    if draw(st.booleans()):
-        k = draw(st.integers(0, count - 1))
-        b = buffers[k]
-        buffers[k] = Buffer(b.id, b.lower, b.upper, b.size, b.alignment, 4 * b.alignment)
-    return Problem(tuple(buffers))
+problems = partial(random_problems, max_buffers=14, max_start=15, max_length=10, max_size=16)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
