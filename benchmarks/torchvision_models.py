@@ -5,11 +5,15 @@
     python benchmarks/torchvision_models.py timm:ghostnet_100     # a timm model (timm:NAME)
     python benchmarks/torchvision_models.py --strategy tvm-stock --strategy best-fit+rewrites
     python benchmarks/torchvision_models.py --image 96 --json out.json
+    python benchmarks/torchvision_models.py --from-json a.json b.json --markdown  # no compiling
 
 These are networks nobody here wrote: every rule in the TVM wing must hold on them. One
 table: planned bytes, measured peak, latency, outputs_match and the rewrites applied per
 model and strategy, then every failure with its error. Exit status 1 if any strategy failed
-or differed from tvm-stock.
+or differed from tvm-stock. ``--markdown`` prints instead one row per model, each strategy's
+planned bytes as a ratio to tvm-stock's (the README's table); ``--from-json`` reads reports
+that earlier runs saved with ``--json`` instead of compiling, so runs of a few models each
+make one table.
 """
 
 from __future__ import annotations
@@ -69,8 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--from-json", type=Path, nargs="+", default=None, metavar="JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
+    if args.from_json:
+        saved = [report for path in args.from_json for report in json.loads(path.read_text())]
+        print(markdown_table(saved))
+        failed = [r for r in saved if r.get("error") or r.get("outputs_match") is False]
+        return 1 if failed else 0
     strategies = args.strategy or DEFAULT_STRATEGIES
     if "all" in strategies:
         strategies = strategy_names()
@@ -86,9 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         failures.append(("(run)", "(rest)", "interrupted: the models after the last row not run"))
 
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
-    for row in rows:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
+    if args.markdown:
+        print(markdown_table(everything))
+    else:
+        widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
+        for row in rows:
+            print("  ".join(str(c).ljust(width) for c, width in zip(row, widths, strict=True)))
     if failures:
         print("\nFailures:")
         for model, strategy, error in failures:
@@ -127,6 +141,54 @@ def _run(args, strategies, rows, failures, everything) -> None:
         print(f"# {name}: {seconds:.0f} s", file=sys.stderr, flush=True)
         if args.json:
             args.json.write_text(json.dumps(everything, indent=1))
+
+
+def markdown_table(reports: list[dict]) -> str:
+    """One row per model: tvm-stock's planned bytes, every other strategy's as a ratio to
+    them, best-fit+rewrites' measured peak as a ratio to tvm-stock's, how many builds
+    matched tvm-stock's outputs, what best-fit+rewrites rewrote, and
+    the lower bound under program order and under the order +reorder chose."""
+    by_model: dict[str, dict[str, dict]] = {}
+    for report in reports:
+        by_model.setdefault(report["model_source"], {})[report["strategy"]] = report
+    strategies = [name for name in strategy_names() if name != "tvm-stock"]
+    strategies = [s for s in strategies if any(s in runs for runs in by_model.values())]
+    lines = [
+        "| model | tvm-stock planned B | " + " | ".join(strategies)
+        + " | +rewrites measured peak | outputs match | best-fit+rewrites"
+        " | order bound: program / chosen |",
+        "|---|---:|" + "---:|" * (len(strategies) + 1) + "---|---|---|",
+    ]
+    for model, runs in by_model.items():
+        stock = runs.get("tvm-stock", {}).get("planned_bytes")
+        ratios = [
+            "failed" if runs[s].get("error") else _ratio(runs[s].get("planned_bytes"), stock)
+            if s in runs else ""
+            for s in strategies
+        ]
+        matched = sum(bool(r.get("outputs_match")) for r in runs.values())
+        rewrites = runs.get("best-fit+rewrites", {}).get("rewrites") or {}
+        rewritten = (
+            f"in-place {len(rewrites.get('inplace', []))}, "
+            f"concat copies removed {rewrites.get('concat_copies_removed', 0)}"
+            + (f", skipped {len(rewrites['skipped'])}" if rewrites.get("skipped") else "")
+            if rewrites else ""
+        )
+        measured = _ratio(
+            runs.get("best-fit+rewrites", {}).get("measured_peak_bytes"),
+            runs.get("tvm-stock", {}).get("measured_peak_bytes"),
+        )
+        ordered = runs.get("best-fit+reorder", {})
+        bounds = (
+            f"{_int(ordered.get('program_order_lower_bound_bytes'))} / "
+            f"{_int(ordered.get('chosen_order_lower_bound_bytes'))}"
+            if ordered else ""
+        )
+        lines.append(
+            f"| {model.partition(':')[2] or model} | {_int(stock)} | " + " | ".join(ratios)
+            + f" | {measured} | {matched} of {len(runs)} | {rewritten} | {bounds} |"
+        )
+    return "\n".join(lines)
 
 
 def _ratio(value, reference) -> str:
