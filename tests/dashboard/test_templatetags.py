@@ -49,8 +49,14 @@ def test_it_formats_latency_by_magnitude(value, text):
 @pytest.mark.parametrize(
     "source, value, html",
     [
-        ("{{ v|signed_bytes }}", 4096, '<span class="change worse" title="+4,096 bytes">+4.0 KiB</span>'),
-        ("{{ v|signed_bytes }}", -1536, '<span class="change better" title="-1,536 bytes">−1.5 KiB</span>'),
+        (
+            "{{ v|signed_bytes }}", 4096,
+            '<span class="change worse" title="+4,096 bytes">+4.0 KiB</span>',
+        ),
+        (
+            "{{ v|signed_bytes }}", -1536,
+            '<span class="change better" title="-1,536 bytes">−1.5 KiB</span>',
+        ),
         ("{{ v|signed_bytes }}", 0, '<span class="change same" title="+0 bytes">±0 B</span>'),
         ("{{ v|signed_bytes }}", "", "—"),
         ("{{ v|percent }}", -0.125, '<span class="change better">-12.5%</span>'),
