@@ -23,7 +23,7 @@ import tvm
 from planner import strategies as library
 from planner.order import OrderResult
 from planner.plan import validate_plan
-from planner.problem import lower_bound, write_csv
+from planner.problem import Problem, lower_bound, write_csv
 from planner.report import ATOL, RTOL, StrategyReport
 from planner.timeline import render_svg
 from planner.tvm import execute, lowering, memory, repo_code
@@ -72,6 +72,8 @@ class _Build:
     extraction: Extraction
     executable: object = None
     library: Path | None = None
+    #: The problem a +rewrites plan really solved: each merged group one buffer.
+    merged: Problem | None = None
 
 
 def compile_model(
@@ -365,6 +367,7 @@ def _plan_and_build(
     lowered, extraction = variant.module, variant.planned
     problem = extraction.problem()
     drop: set = set()
+    merged = None
     if strategy.variant is Variant.STOCK:
         planned = lowering.plan_with_stock_planner(lowered, target)
         arena = stock_arena(planned, extraction)
@@ -380,7 +383,7 @@ def _plan_and_build(
             offsets = {}
     else:
         if strategy.variant is Variant.REWRITES:
-            offsets, height, seconds, drop, lowered = _plan_with_rewrites(
+            offsets, height, seconds, drop, lowered, merged = _plan_with_rewrites(
                 variant, strategy.base, report, seed
             )
             report.proven_optimal = False
@@ -416,6 +419,7 @@ def _plan_and_build(
         log.warning("rewritten %s did not build, building without rewrites: %s", report.model, exc)
         solution = library.solve(problem, strategy.base, seed=seed)
         offsets, arena = solution.offsets, _align(solution.height)
+        merged = None
         report.rewritten_lower_bound_bytes = _bound_of(extraction)
         report.rewrites = {
             **_no_rewrites(),
@@ -437,13 +441,14 @@ def _plan_and_build(
     # pool's size is a static estimate (see _measure_memory).
     report.planned_bytes = arena + report.kernel_workspace_bytes + (report.output_bytes or 0)
     report.peak = peak_breakdown(extraction, offsets)
-    build = _Build(report, planned, offsets, extraction)
+    build = _Build(report, planned, offsets, extraction, merged=merged)
     build.executable = executable
     return build
 
 
 def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, seed: int):
-    """Offsets, height, seconds, dropped calls and module of ``base`` after the rewrites."""
+    """Offsets, height, seconds, dropped calls and module of ``base`` after the rewrites,
+    and the merged problem (None where the rewrites were rejected)."""
     extraction = variant.planned
     problem = extraction.problem()
     rewrites = find_rewrites(variant.module, variant.by_binding or extraction)
@@ -471,10 +476,11 @@ def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, se
             solution.seconds,
             rewrites.dropped,
             module,
+            merged,
         )
     report.rewrites = {**_no_rewrites(), "rejected": "merged plan was not smaller"}
     report.rewritten_lower_bound_bytes = _bound_of(extraction)
-    return plain.offsets, plain.height, plain.seconds, set(), variant.module
+    return plain.offsets, plain.height, plain.seconds, set(), variant.module, None
 
 
 def _no_rewrites() -> dict:
@@ -710,6 +716,12 @@ def _write_plan_files(root: Path, build: _Build) -> None:
     problem_path = folder / "problem.csv"
     write_csv(problem_path, extraction.problem(), build.offsets or None)
     report.artifacts["problem.csv"] = str(problem_path)
+    if build.merged is not None:
+        # The problem the strategy really solved, without its plan (problem.csv has the
+        # offsets): `planner solve` takes it as it is, to try other strategies on it.
+        merged_path = folder / "problem-merged.csv"
+        write_csv(merged_path, build.merged)
+        report.artifacts["problem-merged.csv"] = str(merged_path)
 
 
 def slug(text: str) -> str:

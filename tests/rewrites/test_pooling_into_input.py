@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from planner.problem import lower_bound, read_problem
 from planner.tvm import lowering
 from planner.tvm.compile import STOCK, _prepare, compile_model
 from planner.tvm.rewrites import find_rewrites, inline_pool_padding
@@ -54,3 +55,12 @@ def test_pooling_into_its_input_computes_the_stock_outputs_at_the_same_offset(tm
     # The built plan puts the pooled tensor on the first bytes of the conv output: the
     # pooled tensor's own bytes are what the rewrite saves.
     assert offsets[pooled] == offsets[conv_out]
+
+    # The problem really solved is saved beside the plan: the two merged tensors are one
+    # buffer there, and its bound is the rewritten bound the Result reports.
+    merged = read_problem(rewritten.artifacts["problem-merged.csv"])
+    plain = read_problem(rewritten.artifacts["problem.csv"])
+    assert len(merged.buffers) < len(plain.buffers)
+    assert all(b.offset is None for b in merged.buffers)
+    assert lower_bound(merged) <= rewritten.rewritten_lower_bound_bytes < lower_bound(merged) + 64
+    assert "problem-merged.csv" not in reports[STOCK].artifacts
