@@ -656,10 +656,8 @@ def _export_library(root: Path, build: _Build, *, keep: bool, export: bool, fcom
     if build.executable is not None and (keep or export):
         library = folder / "model.so"
         try:
-            if fcompile is None:
-                build.executable.export_library(str(library))
-            else:
-                build.executable.export_library(str(library), fcompile=fcompile)
+            options = {} if fcompile is None else {"fcompile": fcompile}
+            execute.export_library(build.executable, str(library), **options)
             build.library = library
             if keep:
                 report.artifacts["model.so"] = str(library)

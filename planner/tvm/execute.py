@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import statistics
-from collections.abc import Callable, Sequence
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +29,37 @@ class Latency:
 def build(mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
     # The module is already lowered by us; TVM must not run its pipeline (and its planner).
     return relax.build(mod, target, relax_pipeline=None)
+
+
+def export_library(executable: relax.VMExecutable, path: str, **options) -> None:
+    """``executable.export_library(path, **options)``, without TVM 0.27's stray warnings."""
+    with _without_scope_saving_warnings():
+        executable.export_library(path, **options)
+
+
+#: TVM 0.27 logs a warning for every memory scope each time it saves a VM executable (a
+#: debugging line left in src/runtime/vm/executable.cc): hundreds of lines per model in a
+#: user's terminal and a worker's log, with nothing to act on.
+_SCOPE_SAVING = re.compile(rb"^\[[0-9:]+\] \S*executable\.cc:\d+: Warning: Scope Saving:")
+
+
+@contextlib.contextmanager
+def _without_scope_saving_warnings() -> Iterator[None]:
+    """Hold back what native code writes to stderr meanwhile, then pass on every line but
+    those warnings. (At the file descriptor: TVM's C++ logging bypasses ``sys.stderr``.)"""
+    sys.stderr.flush()
+    original = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(original, 2)
+            os.close(original)
+            held.seek(0)
+            kept = b"".join(line for line in held if not _SCOPE_SAVING.match(line))
+            if kept:
+                os.write(2, kept)
 
 
 def device_for(target: tvm.target.Target) -> tvm.runtime.Device:
