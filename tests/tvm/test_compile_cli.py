@@ -50,3 +50,29 @@ def test_it_exits_2_on_an_unknown_strategy():
     proc = planner("compile", "zoo:small_cnn", "--strategy", "magic")
     assert proc.returncode == 2
     assert "unknown strategy magic" in proc.stderr
+
+
+def test_the_table_shows_the_bound_of_the_problem_really_planned():
+    from planner.report import StrategyReport
+    from planner.tvm.cli import format_table
+
+    plain = StrategyReport(model="m", strategy="best-fit", lower_bound_bytes=1000)
+    merged = StrategyReport(
+        model="m", strategy="best-fit+rewrites", lower_bound_bytes=1000,
+        rewritten_lower_bound_bytes=640,
+    )
+    reordered = StrategyReport(
+        model="m", strategy="best-fit+reorder", lower_bound_bytes=1000,
+        chosen_order_lower_bound_bytes=800, order={"kept": "chosen order"},
+    )
+    kept = StrategyReport(
+        model="m", strategy="best-fit+reorder", lower_bound_bytes=1000,
+        chosen_order_lower_bound_bytes=800, order={"kept": "program order"},
+    )
+
+    lines = format_table([plain, merged, reordered, kept]).splitlines()
+
+    assert "bound planned" in lines[0]
+    assert [line.split()[4] for line in lines[1:5]] == ["=", "640", "800", "="]
+    assert lines[5].startswith("bound planned: the lower bound of the problem")
+    assert "bound planned:" not in format_table([plain, kept])
