@@ -8,6 +8,7 @@ import re
 import statistics
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -43,13 +44,18 @@ def export_library(executable: relax.VMExecutable, path: str, **options) -> None
 _SCOPE_SAVING = re.compile(rb"^\[[0-9:]+\] \S*executable\.cc:\d+: Warning: Scope Saving:")
 
 
+#: File descriptor 2 belongs to the whole process: two threads swapping it at once would
+#: leave it pointing at a closed file.
+_STDERR_HELD = threading.Lock()
+
+
 @contextlib.contextmanager
 def _without_scope_saving_warnings() -> Iterator[None]:
     """Hold back what native code writes to stderr meanwhile, then pass on every line but
     those warnings. (At the file descriptor: TVM's C++ logging bypasses ``sys.stderr``.)"""
     sys.stderr.flush()
-    original = os.dup(2)
-    with tempfile.TemporaryFile() as held:
+    with _STDERR_HELD, tempfile.TemporaryFile() as held:
+        original = os.dup(2)
         os.dup2(held.fileno(), 2)
         try:
             yield
