@@ -1,4 +1,6 @@
-"""Random small planning problems for the property tests (hypothesis)."""
+"""Random planning problems for the planner tests: drawn by hypothesis, or from a seed."""
+
+import random
 
 from hypothesis import strategies as st
 
@@ -32,4 +34,17 @@ def problems(
         b = buffers[k]
         offset = draw(st.integers(0, 8)) * b.alignment
         buffers[k] = Buffer(b.id, b.lower, b.upper, b.size, b.alignment, offset)
+    return Problem(tuple(buffers))
+
+
+def seeded_problem(
+    seed: int, count: int, *, span: int, lengths: tuple[int, int], sizes: tuple[int, int]
+) -> Problem:
+    """``count`` buffers starting in ``[0, span)``, lengths and sizes uniform in the
+    (inclusive) ranges given: the same problem for the same arguments."""
+    rng = random.Random(seed)
+    buffers = []
+    for k in range(count):
+        lower = rng.randrange(0, span)
+        buffers.append(Buffer(f"b{k}", lower, lower + rng.randint(*lengths), rng.randint(*sizes)))
     return Problem(tuple(buffers))

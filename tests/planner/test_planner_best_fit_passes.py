@@ -2,7 +2,6 @@
 abandons a pass that reaches the best height so far. Its plans are those of placing every
 order in full."""
 
-import random
 from functools import partial
 
 import pytest
@@ -21,6 +20,7 @@ from planner.strategies._placement import (
     plan_height,
 )
 from tests.planner.problems import problems as random_problems
+from tests.planner.problems import seeded_problem
 
 problems = partial(random_problems, max_buffers=30, max_start=20, max_length=12, max_size=24)
 
@@ -36,12 +36,7 @@ def every_order_in_full(instance):
 
 
 def random_problem(seed, count=60):
-    rng = random.Random(seed)
-    buffers = []
-    for k in range(count):
-        lower = rng.randrange(0, 60)
-        buffers.append(Buffer(f"b{k}", lower, lower + rng.randint(1, 20), rng.randint(1, 50)))
-    return Problem(tuple(buffers))
+    return seeded_problem(seed, count, span=60, lengths=(1, 20), sizes=(1, 50))
 
 
 class PassLog:
@@ -159,12 +154,7 @@ def test_a_pass_is_abandoned_exactly_when_it_reaches_its_ceiling(problem, fit, b
 
 
 def test_a_large_sparse_pass_is_abandoned_in_batches(monkeypatch):
-    rng = random.Random(5)
-    buffers = []
-    for k in range(3000):
-        lower = rng.randrange(0, 30000)
-        buffers.append(Buffer(f"b{k}", lower, lower + rng.randint(1, 60), rng.randint(1, 5000)))
-    problem = Problem(tuple(buffers))
+    problem = seeded_problem(5, 3000, span=30000, lengths=(1, 60), sizes=(1, 5000))
     monkeypatch.setattr(_placement, "BATCH_FROM", 1000)
     instance = Instance(problem)
     order = best_fit.order_by(instance, "xla-spatial")

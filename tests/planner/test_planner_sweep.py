@@ -17,6 +17,7 @@ from planner.strategies._placement import (
     place_in_order,
 )
 from tests.planner.problems import problems as random_problems
+from tests.planner.problems import seeded_problem
 
 problems = partial(random_problems, max_buffers=14, max_start=15, max_length=10, max_size=16)
 
@@ -92,12 +93,7 @@ def test_large_sparse_problems_are_placed_in_batches_with_the_same_plans(monkeyp
 
 
 def test_the_strategies_give_the_heights_of_the_pairwise_heuristics():
-    rng = random.Random(7)
-    buffers = []
-    for k in range(2000):
-        lower = rng.randrange(0, 4000)
-        buffers.append(Buffer(f"b{k}", lower, lower + rng.randint(1, 200), rng.randint(1, 5000)))
-    problem = Problem(tuple(buffers))
+    problem = seeded_problem(7, 2000, span=4000, lengths=(1, 200), sizes=(1, 5000))
     instance = Instance(problem)
 
     by_size = place_against_neighbours(instance, greedy_by_size.size_order(instance))

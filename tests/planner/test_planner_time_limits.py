@@ -13,17 +13,13 @@ from planner.plan import validate_plan
 from planner.problem import Buffer, Problem, write_csv
 from planner.strategies import get_strategy, solve, strategy_names
 from planner.strategies._placement import Instance, batches_apply, place_in_order
+from tests.planner.problems import seeded_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def hard_problem(count=300, seed=3):
-    rng = random.Random(seed)
-    buffers = []
-    for k in range(count):
-        lower = rng.randrange(0, 300)
-        buffers.append(Buffer(f"b{k}", lower, lower + rng.randint(5, 45), rng.randint(1, 97)))
-    return Problem(tuple(buffers))
+    return seeded_problem(seed, count, span=300, lengths=(5, 45), sizes=(1, 97))
 
 
 @pytest.mark.parametrize("name", strategy_names())
