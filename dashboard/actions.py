@@ -13,6 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import SuspiciousFileOperation
 from django.core.files import File
 from django.db import IntegrityError, transaction
 from django.db.models import F, Value
@@ -39,7 +40,7 @@ from dashboard.models import (
     WebhookDelivery,
 )
 from dashboard.redaction import redact
-from planner.report import StrategyReport
+from planner.report import ARTIFACT_NAMES, StrategyReport
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +192,9 @@ def record_result(
         "program_order_lower_bound_bytes": report.program_order_lower_bound_bytes,
         "chosen_order_lower_bound_bytes": report.chosen_order_lower_bound_bytes,
         "order": report.order,
+        # Figures the repository's own process timed, and what was not taken from it.
+        "reported_by_repository": report.reported_by_repository,
+        "warnings": list(report.warnings),
     }
     if report.board is not None:
         details["board"] = report.board.to_json()
@@ -225,8 +229,22 @@ def record_result(
     result = _store_result(
         run, model=model, strategy=strategy, board=board, fields=fields, toolchain=row
     )
+    warnings = []
     for name, path in report.artifacts.items():
-        attach_artifact(result, name, Path(path))
+        # The worker collects artifacts by these names from folders it chose; anything
+        # else is refused here too, and a file that cannot be stored costs only itself.
+        if name not in ARTIFACT_NAMES:
+            warnings.append(f"artifact {name[:80]!r} is not one Peakwatch writes; skipped")
+            continue
+        try:
+            attach_artifact(result, name, Path(path))
+        except (OSError, SuspiciousFileOperation) as exc:
+            warnings.append(f"artifact {name} could not be stored: {exc}")
+    if warnings:
+        log.warning("result %s: %s", result.pk, "; ".join(warnings))
+        details["warnings"] = details["warnings"] + warnings
+        Result.objects.filter(pk=result.pk).update(details=details)
+        result.details = details
     return result
 
 

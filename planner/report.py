@@ -10,6 +10,7 @@ reports back as JSON.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -102,6 +103,9 @@ class StrategyReport:
     board: BoardFigures | None = None
     #: What went wrong without invalidating the build (a stock plan we could not read).
     warnings: list[str] = field(default_factory=list)
+    #: Figures that only the repository's own process measured (a repository planner's
+    #: time), so pages can say so; every other figure is Peakwatch's own.
+    reported_by_repository: list[str] = field(default_factory=list)
     error: str | None = None
 
     @property
@@ -129,3 +133,170 @@ class StrategyReport:
         if values.get("board") is not None:
             values["board"] = BoardFigures.from_json(values["board"])
         return cls(**values)
+
+
+#: The files a compile leaves per strategy (``planner.tvm.compile``, the micro export): the
+#: only artifact names a Result takes.
+ARTIFACT_NAMES = (
+    "model.so", "plan.json", "module.py", "timeline.svg", "problem.csv", "problem-merged.csv",
+    "export.zip",
+)
+
+
+def slug(text: str) -> str:
+    """``text`` as a file name: strategy names such as ``best-fit+rewrites`` included."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+
+
+class InvalidReport(ValueError):
+    """A report from a sandboxed process that breaks its contract; the message says how."""
+
+
+_BYTES = (
+    "planned_bytes", "intermediate_bytes", "output_bytes", "lower_bound_bytes",
+    "rewritten_lower_bound_bytes", "program_order_lower_bound_bytes",
+    "chosen_order_lower_bound_bytes", "measured_peak_bytes", "input_bytes", "weights_bytes",
+)
+_REQUIRED_BYTES = ("kernel_workspace_bytes", "kernel_stack_bytes")
+_SECONDS = ("compile_seconds", "plan_seconds")
+_FLAGS = ("outputs_match", "proven_optimal")
+_TEXTS = ("tvm_version", "target", "model_source", "entry", "inputs_file")
+_OBJECTS = ("measured", "peak", "rewrites", "shape_bounds", "order", "environment",
+            "tolerance", "artifacts")
+#: The most bytes a figure may claim (an exabyte): anything above is no measurement.
+MAX_BYTES = 1 << 60
+MAX_TEXT = 20_000
+#: A report's nested objects (plans' peak lists, the environment) stay well below this.
+MAX_OBJECT_CHARS = 2_000_000
+MAX_DEPTH = 12
+MAX_SAMPLES = 100_000
+
+
+def parse_report(data: Any) -> StrategyReport:
+    """The report in ``data`` (JSON from a sandboxed process), every field checked against
+    its type and range; :class:`InvalidReport` names the first field that is not.
+
+    Unknown fields are refused rather than dropped: a child that writes fields of its own
+    is not the child Peakwatch wrote. A successful report must add up: planned bytes are
+    the arena, the kernel workspace and the outputs.
+    """
+    if not isinstance(data, dict):
+        raise InvalidReport(f"a report is a {type(data).__name__}, not an object")
+    known = {f.name for f in dataclasses.fields(StrategyReport)}
+    unknown = sorted(str(k)[:80] for k in data if k not in known)
+    if unknown:
+        raise InvalidReport(f"unknown fields: {', '.join(unknown)}")
+    for name in ("model", "strategy"):
+        _text(data, name, required=True)
+    for name in _BYTES:
+        _count(data, name)
+    for name in _REQUIRED_BYTES:
+        _count(data, name, required=True)
+    for name in _SECONDS:
+        _number(data, name)
+    _number(data, "max_abs_diff")
+    for name in _FLAGS:
+        if data.get(name) is not None and not isinstance(data[name], bool):
+            raise InvalidReport(f"{name} is not true, false or null")
+    for name in _TEXTS:
+        _text(data, name)
+    if data.get("kernel_workspace_source", "estimate") not in ("estimate", "measured"):
+        raise InvalidReport("kernel_workspace_source is neither estimate nor measured")
+    error = data.get("error")
+    if error is not None and (not isinstance(error, str) or len(error) > MAX_TEXT):
+        raise InvalidReport("error is not a text")
+    for name in ("warnings", "reported_by_repository"):
+        values = data.get(name, [])
+        if not isinstance(values, list) or not all(
+            isinstance(v, str) and len(v) <= MAX_TEXT for v in values
+        ):
+            raise InvalidReport(f"{name} is not a list of texts")
+    for name in _OBJECTS:
+        if data.get(name) is not None and not isinstance(data[name], dict):
+            raise InvalidReport(f"{name} is not an object")
+        _bounded(data.get(name), name)
+    board = data.get("board")
+    if board is not None:
+        if not isinstance(board, dict):
+            raise InvalidReport("board is not an object")
+        _bounded(board, "board")
+        _count(board, "memory_capacity")
+    _latency(data.get("latency_ms"))
+    report = StrategyReport.from_json(data)
+    if report.ok:
+        _adds_up(report)
+    return report
+
+
+def _count(data: dict, name: str, *, required: bool = False) -> None:
+    value = data.get(name)
+    if value is None and not required:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_BYTES:
+        raise InvalidReport(f"{name} is not a byte count: {str(value)[:80]}")
+
+
+def _number(data: dict, name: str) -> None:
+    value = data.get(name)
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        math.isfinite(value) and value >= 0
+    ):
+        raise InvalidReport(f"{name} is not a finite, non-negative number: {str(value)[:80]}")
+
+
+def _text(data: dict, name: str, *, required: bool = False) -> None:
+    value = data.get(name, "")
+    if not isinstance(value, str) or len(value) > MAX_TEXT or (required and not value):
+        raise InvalidReport(f"{name} is not a text")
+
+
+def _latency(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, dict) or set(value) - {"median", "p90", "samples", "repeat"}:
+        raise InvalidReport("latency_ms is not median, p90 and samples")
+    for key in ("median", "p90", "repeat"):
+        _number(value, key)
+    samples = value.get("samples", [])
+    if not isinstance(samples, list) or len(samples) > MAX_SAMPLES:
+        raise InvalidReport("latency_ms.samples is not a list of timings")
+    for sample in samples:
+        _number({"latency_ms.samples": sample}, "latency_ms.samples")
+
+
+def _bounded(value: Any, name: str) -> None:
+    """``value`` is plain JSON, at most :data:`MAX_DEPTH` deep and not too large."""
+    if value is None:
+        return
+    stack, chars = [(value, 0)], 0
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidReport(f"{name} is nested deeper than {MAX_DEPTH}")
+        if isinstance(item, dict):
+            chars += sum(len(str(k)) for k in item)
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidReport(f"{name} holds a number that is not finite")
+        elif item is not None and not isinstance(item, (bool, int, float)):
+            raise InvalidReport(f"{name} holds a {type(item).__name__}")
+        chars += 1
+        if chars > MAX_OBJECT_CHARS:
+            raise InvalidReport(f"{name} is larger than {MAX_OBJECT_CHARS} characters")
+
+
+def _adds_up(report: StrategyReport) -> None:
+    if report.planned_bytes is None or report.intermediate_bytes is None:
+        raise InvalidReport("a successful report has no planned bytes")
+    parts = report.intermediate_bytes + report.kernel_workspace_bytes + (report.output_bytes or 0)
+    if report.planned_bytes != parts:
+        raise InvalidReport(
+            f"planned_bytes {report.planned_bytes} is not the arena, the kernel workspace and "
+            f"the outputs ({parts})"
+        )

@@ -24,7 +24,7 @@ from planner import strategies as library
 from planner.order import OrderResult
 from planner.plan import validate_plan
 from planner.problem import Problem, lower_bound, write_csv
-from planner.report import ATOL, RTOL, StrategyReport
+from planner.report import ATOL, RTOL, StrategyReport, slug
 from planner.timeline import render_svg
 from planner.tvm import execute, lowering, memory, repo_code
 from planner.tvm.apply import apply_plan
@@ -46,6 +46,7 @@ from planner.tvm.strategies import (
     strategy_names,
 )
 from planner.tvm.zoo import ModelSource, build_network
+from planner.tvm.zoo.network import Network
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ def compile_model(
     export_compiler=None,
     pipeline: str = "",
     planner_time_limit: float = repo_code.PLANNER_TIME_LIMIT,
+    network: Network | None = None,
+    repo_plans: dict[str, dict] | None = None,
 ) -> list[StrategyReport]:
     """Plan, build, check and time ``source`` under each of ``strategies``.
 
@@ -115,29 +118,25 @@ def compile_model(
     For targets this host cannot run (a cross-compiled remote board), ``check_locally=False``
     skips running, checking and timing here; the board does that. ``export_compiler`` is
     passed to ``export_library`` as ``fcompile`` (a cross compiler).
+
+    A worker's compile imports nothing of the repository: ``network`` is what the
+    repository's process built (weights bound, pipeline run; :mod:`planner.tvm.imported`)
+    and ``repo_plans`` what its planners returned, by strategy, which are checked like any
+    plan before anything is built from them.
     """
     try:
         chosen = check_names(strategies)
     except UnknownCompileStrategy as exc:
         raise ValueError(str(exc)) from None
     root = Path(base_dir) if base_dir else None
-    # Every strategy, tvm-stock included, compiles what a deployment compiles: weights bound
-    # and folded, so that work on weights alone is not planned as an activation.
-    network = build_network(source, base_dir=root).bind_weights(seed)
-    name = model_name or network.name
     tgt = lowering.make_target(target)
-    env = environment()
+    if network is None:
+        network = imported_network(source, tgt, base_dir=root, pipeline=pipeline, seed=seed)
     started = time.perf_counter()
+    name = model_name or network.name
+    env = environment()
     bounds = dict(network.shape_bounds)
-    module = network.mod
-    if pipeline:
-        module = repo_code.run_pipeline(module, pipeline, root, tgt)
-    if bounds:
-        # TVM's own planner reads the bounds from this attribute; ours from ``bounds``.
-        module = tvm.IRModule(module.functions, attrs=module.attrs)
-        entry = next(gv for gv in module.functions if gv.name_hint == network.entry)
-        module[entry] = module[entry].with_attr("tir_var_upper_bound", bounds)
-    lowered = lowering.lower_to_allocations(module, tgt)
+    lowered = lowering.lower_to_allocations(_with_bounds(network), tgt)
     plain = extract(lowered, network.entry, bounds)
     # What TVM's workspace pool will hold for the stock build; GPU kernels are scheduled
     # differently and are not looked into.
@@ -190,6 +189,7 @@ def compile_model(
                 seed,
                 base_dir=root,
                 planner_time_limit=planner_time_limit,
+                repo_plans=repo_plans,
             )
         except Exception as exc:  # one broken strategy must not hide the others
             log.exception("strategy %s failed on %s", strategy.name, name)
@@ -218,6 +218,39 @@ def compile_model(
                 _write_plan_files(out, build)
     _describe_inputs(network, builds.values(), artifacts_dir, name, inputs)
     return [builds[s.name].report for s in chosen]
+
+
+def imported_network(
+    source: ModelSource, target, *, base_dir: Path | None, pipeline: str = "", seed: int = 0
+) -> Network:
+    """``source`` as every strategy compiles it: weights bound and folded, so that work on
+    weights alone is not planned as an activation, then the repository's ``pipeline``."""
+    network = build_network(source, base_dir=base_dir).bind_weights(seed)
+    if pipeline:
+        module = repo_code.run_pipeline(network.mod, pipeline, base_dir, target)
+        network = replace(network, mod=module)
+    return network
+
+
+def _with_bounds(network: Network) -> tvm.IRModule:
+    """The network's module with its shape bounds where TVM's own planner reads them."""
+    module, bounds = network.mod, dict(network.shape_bounds)
+    if bounds:
+        module = tvm.IRModule(module.functions, attrs=module.attrs)
+        entry = next(gv for gv in module.functions if gv.name_hint == network.entry)
+        module[entry] = module[entry].with_attr("tir_var_upper_bound", bounds)
+    return module
+
+
+def planning_problem(
+    network: Network, target, *, lift_temporaries: bool | None = None
+) -> Problem:
+    """The problem a repository's planner is given for ``network``: the same one
+    :func:`compile_model` checks its offsets against."""
+    tgt = lowering.make_target(target) if isinstance(target, str) else target
+    bounds = dict(network.shape_bounds)
+    lowered = lowering.lower_to_allocations(_with_bounds(network), tgt)
+    return _prepare(lowered, network.entry, bounds, bool(lift_temporaries)).planned.problem()
 
 
 def _describe_inputs(network, builds, artifacts_dir, name: str, inputs) -> None:
@@ -360,6 +393,7 @@ def _plan_and_build(
     *,
     base_dir: Path | None = None,
     planner_time_limit: float = repo_code.PLANNER_TIME_LIMIT,
+    repo_plans: dict[str, dict] | None = None,
 ) -> _Build:
     """Plan ``variant`` with ``strategy``, write the plan into the module and build it."""
     if variant.program is not None:
@@ -386,6 +420,16 @@ def _plan_and_build(
             offsets, height, seconds, drop, lowered, merged = _plan_with_rewrites(
                 variant, strategy.base, report, seed
             )
+            report.proven_optimal = False
+        elif strategy.variant is Variant.REPO and repo_plans is not None:
+            plan = repo_plans.get(strategy.name) or {"error": "its planner returned no plan"}
+            if "error" in plan:
+                raise repo_code.RepoCodeError(plan["error"])
+            offsets, seconds = plan["offsets"], plan["seconds"]
+            # Timed by the repository's own process: the one figure it reports itself.
+            report.reported_by_repository = ["plan_seconds"]
+            validate_plan(problem, offsets)
+            height = max((offsets[b.id] + b.size for b in problem.buffers), default=0)
             report.proven_optimal = False
         elif strategy.variant is Variant.REPO:
             started = time.perf_counter()
@@ -720,8 +764,3 @@ def _write_plan_files(root: Path, build: _Build) -> None:
         merged_path = folder / "problem-merged.csv"
         write_csv(merged_path, build.merged)
         report.artifacts["problem-merged.csv"] = str(merged_path)
-
-
-def slug(text: str) -> str:
-    """``text`` as a file name: strategy names such as ``best-fit+rewrites`` included."""
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)

@@ -1,18 +1,23 @@
 """The child side of a sandboxed compile: ``python -m planner.tvm.job JOB.json OUT.json``.
 
-The worker writes the job (what :func:`planner.tvm.compile.compile_model` takes, as JSON),
-runs this module in its sandbox, and reads back one report per strategy. Everything a
-tracked repository brings (model files, pipeline, planner) is imported here, never in the
-worker. A model that cannot be built still answers: one failed report per strategy, with
-the reason.
+A worker's compile runs this module twice, each time in a sandbox of its own, and trusts
+only the second (the README's "Trust boundary"):
 
-A job with a ``micro`` key (``board`` and/or ``machine``, optional ``sram_bytes`` and
-``flash_bytes``) is a micro board's: the C build is compiled and checked, then exported,
-built and run on the emulated board here too (:mod:`planner.tvm.micro.report`), since both
-build the model from what may be repository code.
+- ``phase = "import"`` runs the repository's code: it builds the model (a model file, an
+  ONNX file, a zoo entry), runs the repository's pipeline and planners, and writes what it
+  built into ``job["out"]`` (:func:`planner.tvm.imported.save_imported`). OUT.json is an
+  empty list, or one failed report per strategy saying why the model could not be built.
+- ``phase = "compile"`` imports nothing of the repository. It reads that folder back
+  (:func:`planner.tvm.imported.load_imported`, every field checked) and plans, builds,
+  checks and measures: every figure of a report comes from here. A micro job (a ``micro``
+  key: ``board`` and/or ``machine``, optional ``sram_bytes`` and ``flash_bytes``) is also
+  exported, built and run on the emulated board here (:mod:`planner.tvm.micro.report`);
+  ``cuda_memory`` measures a CUDA build's device memory here, beside the GPU.
 
-The interpreter that runs this module is the toolchain's (:mod:`planner.tvm.toolchain`): its
-TVM is the one imported here, and each report names the job's ``toolchain`` spec.
+A job without a phase does both in one process (the command line's way, for code the user
+runs on purpose). The interpreter that runs this module is the toolchain's
+(:mod:`planner.tvm.toolchain`): its TVM is the one imported here, and each report names the
+job's ``toolchain`` spec.
 """
 
 from __future__ import annotations
@@ -26,10 +31,89 @@ from planner.report import StrategyReport
 
 
 def run(job: dict) -> list[StrategyReport]:
+    phase = job.get("phase", "")
+    if phase == "import":
+        return run_import(job)
+    if phase not in ("", "compile"):
+        raise ValueError(f"unknown phase {phase!r}")
+    return run_compile(job)
+
+
+def _failed(job: dict, error: str) -> list[StrategyReport]:
+    return [
+        StrategyReport.failed(job["model"], strategy, error, model_source=job["source"])
+        for strategy in job["strategies"]
+    ]
+
+
+def run_import(job: dict) -> list[StrategyReport]:
+    """Build the model with the repository's code and hand it over (see the docstring)."""
+    from dataclasses import replace
+
+    from planner.tvm import lowering, repo_code
+    from planner.tvm.compile import imported_network, planning_problem
+    from planner.tvm.imported import save_imported
+    from planner.tvm.strategies import REPO_PREFIX, lookup
+    from planner.tvm.zoo import ModelSource, build_network
+
+    source = ModelSource(job["source"], job.get("params") or {})
+    root = Path(job["base_dir"]) if job.get("base_dir") else None
+    pipeline = job.get("pipeline", "")
+    seed = int(job.get("seed", 0))
+    try:
+        target = lowering.make_target(job.get("target", "llvm"))
+        bound = imported_network(source, target, base_dir=root, pipeline=pipeline, seed=seed)
+        unbound = None
+        if job.get("micro") is not None:
+            # A micro board keeps the weights apart from the model (in flash), so it gets
+            # the network with its weights as inputs, through the same pipeline.
+            unbound = build_network(source, base_dir=root)
+            if pipeline:
+                mod = repo_code.run_pipeline(unbound.mod, pipeline, root, target)
+                unbound = replace(unbound, mod=mod)
+        plans = {}
+        repo = [s for s in job["strategies"] if s.startswith(REPO_PREFIX)]
+        if repo:
+            problem = planning_problem(
+                bound, target, lift_temporaries=job.get("lift_temporaries")
+            )
+            for name in repo:
+                plans[name] = _repo_plan(name, problem, root, job, lookup, repo_code)
+        save_imported(bound, Path(job["out"]), unbound=unbound, plans=plans)
+    except Exception as exc:  # a model that does not build is a failed Result per strategy
+        logging.getLogger(__name__).exception("model %s failed to build", job["model"])
+        return _failed(job, f"{type(exc).__name__}: {exc}")
+    return []
+
+
+def _repo_plan(name, problem, root, job, lookup, repo_code) -> dict:
+    import time
+
+    started = time.perf_counter()
+    try:
+        offsets = repo_code.run_planner(
+            lookup(name), problem, root,
+            time_limit=float(job.get("planner_time_limit", repo_code.PLANNER_TIME_LIMIT)),
+        )
+    except repo_code.RepoCodeError as exc:
+        return {"error": str(exc)}
+    return {"offsets": offsets, "seconds": time.perf_counter() - started}
+
+
+def run_compile(job: dict) -> list[StrategyReport]:
+    """Plan, build, check and measure; with ``imported``, from the import phase's folder."""
     from planner.tvm.compile import compile_model
     from planner.tvm.zoo import ModelSource
 
     source = ModelSource(job["source"], job.get("params") or {})
+    imported = None
+    if job.get("imported"):
+        from planner.tvm.imported import ImportedError, load_imported
+
+        try:
+            imported = load_imported(Path(job["imported"]), name=job["model"])
+        except ImportedError as exc:
+            return _failed(job, f"the repository's process handed over {exc}")
     options = {
         key: job[key]
         for key in (
@@ -47,6 +131,10 @@ def run(job: dict) -> list[StrategyReport]:
     if "memory_configs" in job:
         options["memory_configs"] = tuple(job["memory_configs"])
     micro = job.get("micro")
+    if imported is not None:
+        options.update(network=imported.network, repo_plans=imported.plans)
+        for key in ("pipeline", "base_dir"):
+            options.pop(key, None)
     if micro is not None:
         from planner.tvm.micro import report as micro_report
 
@@ -55,26 +143,56 @@ def run(job: dict) -> list[StrategyReport]:
         reports = compile_model(source, job["strategies"], model_name=job["model"], **options)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job["model"])
-        return [
-            StrategyReport.failed(
-                job["model"],
-                strategy,
-                f"{type(exc).__name__}: {exc}",
-                model_source=job["source"],
-            )
-            for strategy in job["strategies"]
-        ]
+        return _failed(job, f"{type(exc).__name__}: {exc}")
     if micro is not None:
+        unbound = None
+        if imported is not None:
+            from planner.tvm.imported import ImportedError, load_imported
+
+            try:
+                unbound = load_imported(
+                    Path(job["imported"]), name=job["model"], unbound=True
+                ).network
+            except ImportedError as exc:
+                for report in reports:
+                    report.error = report.error or f"micro board: {exc}"
+                return reports
         micro_report.run_on_board(
             reports,
             source,
             micro,
             model_name=job["model"],
             artifacts_dir=job.get("artifacts_dir"),
-            base_dir=job.get("base_dir"),
-            pipeline=job.get("pipeline", ""),
+            base_dir=None if imported is not None else job.get("base_dir"),
+            pipeline="" if imported is not None else job.get("pipeline", ""),
+            network=unbound,
         )
+    if job.get("cuda_memory"):
+        _measure_cuda_memory(reports)
     return reports
+
+
+def _measure_cuda_memory(reports: list[StrategyReport]) -> None:
+    """Device memory of each build, measured here: the worker never runs a model itself."""
+    import subprocess
+
+    import numpy as np
+
+    from planner.tvm import cuda_memory
+
+    for report in reports:
+        library = report.artifacts.get("model.so")
+        if not report.ok or not library or not report.inputs_file:
+            continue
+        with np.load(report.inputs_file, allow_pickle=False) as data:
+            inputs = [data[f"arr_{i}"] for i in range(len(data.files))]
+        try:
+            figures = cuda_memory.measure(Path(library), inputs, entry=report.entry)
+        except (cuda_memory.MeasurementError, OSError, subprocess.TimeoutExpired) as exc:
+            report.measured = {"cuda": {"error": str(exc)}}
+            continue
+        report.measured = {"cuda": figures}
+        report.measured_peak_bytes = figures["inference_bytes"]
 
 
 def main(argv: list[str]) -> int:

@@ -92,6 +92,7 @@ def run_on_board(
     artifacts_dir: str | Path | None = None,
     base_dir: str | Path | None = None,
     pipeline: str = "",
+    network=None,
 ) -> None:
     """Export, build and run each compiled strategy of ``reports`` on the board of
     ``micro`` and add the board's figures to its report (in place).
@@ -111,7 +112,7 @@ def run_on_board(
             board = board_of(micro)
             results = run_micro(
                 source, [r.strategy for r in todo], board=board, work_dir=work_dir,
-                base_dir=base_dir, model_name=model_name, pipeline=pipeline,
+                base_dir=base_dir, model_name=model_name, pipeline=pipeline, network=network,
             )
         except Exception as exc:  # the compile's figures stay; the Result says why no board
             log.exception("micro run of %s failed", model_name)

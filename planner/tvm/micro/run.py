@@ -88,6 +88,7 @@ def run_micro(
     timeout: float = 600,
     jobs: int = 2,
     pipeline: str = "",
+    network: Network | None = None,
 ) -> list[MicroResult]:
     """Export ``source`` under each strategy, build it, run it on the board and on the host.
 
@@ -95,12 +96,14 @@ def run_micro(
     ``error``. Exports are written to ``work_dir/STRATEGY`` (kept) or to a temporary
     folder (removed). ``pipeline`` is the suite's ``path.py:function`` of Relax passes,
     found under ``base_dir`` and run on the model before planning, as ``compile_model`` does.
-    Raises ``ValueError`` for an unknown strategy or board.
+    Raises ``ValueError`` for an unknown strategy or board. ``network`` is the model already
+    built, with its weights as inputs and the pipeline run (a worker's import phase).
     """
     spec = get_board(board)
     offline = builder.micro_toolchain_missing()
     root = Path(base_dir) if base_dir else None
-    network = build_network(source, base_dir=root)
+    if network is None:
+        network = build_network(source, base_dir=root)
     if pipeline and not offline:
         from planner.tvm import repo_code
 

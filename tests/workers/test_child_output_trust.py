@@ -1,0 +1,136 @@
+"""What a sandboxed child hands back is checked before the worker takes any of it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from planner.report import InvalidReport, StrategyReport, parse_report
+from workers import trust
+
+
+def honest(**fields) -> dict:
+    report = StrategyReport(
+        model="m", strategy="greedy-by-size", planned_bytes=1280, intermediate_bytes=1024,
+        output_bytes=256, kernel_workspace_bytes=0, measured_peak_bytes=4096,
+        latency_ms={"median": 1.5, "p90": 2.0, "samples": [1.5, 2.0]},
+    ).to_json()
+    return {**report, **fields}
+
+
+def test_an_honest_report_is_taken():
+    assert parse_report(honest()).planned_bytes == 1280
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"planned_bytes": -1}, "planned_bytes is not a byte count"),
+        ({"measured_peak_bytes": True}, "measured_peak_bytes is not a byte count"),
+        ({"measured_peak_bytes": 1 << 70}, "measured_peak_bytes is not a byte count"),
+        ({"planned_bytes": 1}, "planned_bytes 1 is not the arena"),
+        ({"latency_ms": {"median": float("nan")}}, "median is not a finite"),
+        ({"latency_ms": {"median": 1, "p90": 1, "samples": ["x"]}}, "samples is not a finite"),
+        ({"outputs_match": "yes"}, "outputs_match is not true"),
+        ({"owner": "me"}, "unknown fields: owner"),
+        ({"strategy": ""}, "strategy is not a text"),
+        ({"kernel_workspace_source": "trust me"}, "kernel_workspace_source"),
+        ({"environment": {"a": [[[[[[[[[[[[[[1]]]]]]]]]]]]]]}}, "nested deeper"),
+        ({"peak": {"tensors": ["x" * 3_000_000]}}, "larger than"),
+        ({"board": {"memory_capacity": -5}}, "memory_capacity is not a byte count"),
+    ],
+)
+def test_a_report_that_breaks_its_contract_is_refused(fields, message):
+    with pytest.raises(InvalidReport, match=message):
+        parse_report(honest(**fields))
+
+
+def test_a_refused_report_becomes_a_failed_report_that_says_why(tmp_path):
+    path = tmp_path / "reports.json"
+    path.write_text(json.dumps([honest(planned_bytes=1), honest(strategy="tvm-stock")]))
+
+    first, second = trust.read_reports(path)
+
+    assert first.error.startswith("the compile's report was refused: planned_bytes 1")
+    assert first.planned_bytes is None and first.strategy == "greedy-by-size"
+    assert second.ok
+
+
+def test_reports_that_are_a_link_or_not_a_list_are_refused(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("[]")
+    link = tmp_path / "reports.json"
+    link.symlink_to(secret)
+    with pytest.raises(trust.HandoverError, match="link"):
+        trust.read_reports(link)
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(trust.HandoverError, match="not JSON"):
+        trust.read_reports(nested)
+    scalar = tmp_path / "scalar.json"
+    scalar.write_text("{}")
+    with pytest.raises(trust.HandoverError, match="not a list"):
+        trust.read_reports(scalar)
+
+
+def test_reports_are_matched_to_the_strategies_asked_for():
+    reports = [
+        parse_report(honest(strategy="tvm-stock")),
+        parse_report(honest(strategy="best-fit")),  # not asked for
+        parse_report(honest(model="other", strategy="greedy-by-size")),
+    ]
+
+    stock, greedy, none = trust.match(
+        reports, model="m", source="zoo:x", strategies=["tvm-stock", "greedy-by-size", "none"]
+    )
+
+    assert stock.ok and stock.model_source == "zoo:x"
+    assert "no report for this strategy" in greedy.error and "'other'" in greedy.error
+    assert not none.ok
+    [twice] = trust.match(
+        [reports[0], reports[0]], model="m", source="", strategies=["tvm-stock"]
+    )
+    assert "two reports" in twice.error
+
+
+def test_artifacts_are_taken_by_name_from_the_workers_folder_only(tmp_path):
+    out = tmp_path / "out"
+    folder = out / "m" / "greedy-by-size"
+    folder.mkdir(parents=True)
+    secret = tmp_path / "secret_key"
+    secret.write_text("host secret")
+    (folder / "plan.json").write_text("{}")
+    (folder / "module.py").symlink_to(secret)
+    os.link(secret, folder / "problem.csv")
+    (out / "m" / "inputs.npz").write_bytes(b"npz")
+    report = parse_report(honest(artifacts={
+        "plan.json": str(secret), "../../../../root/x.txt": str(secret), "model.so": "/etc/x",
+    }))
+
+    trust.collect_artifacts(report, out, model="m", limit=1 << 20)
+
+    assert report.artifacts == {"plan.json": str(folder / "plan.json")}
+    assert report.inputs_file == str(out / "m" / "inputs.npz")
+    warnings = "\n".join(report.warnings)
+    assert "module.py skipped: it is a link" in warnings
+    assert "problem.csv skipped: it is a hard link" in warnings
+    assert "'../../../../root/x.txt' is not one Peakwatch writes" in warnings
+    assert "model.so was named but not written" in warnings
+
+
+def test_a_module_that_calls_outside_code_is_refused():
+    tvm = pytest.importorskip("tvm")
+    from planner.tvm.imported import ImportedError, refuse_external_calls
+    from planner.tvm.zoo import ModelSource, build_network
+
+    honest_module = build_network(ModelSource("zoo:small_cnn", {"channels": 2})).mod
+    refuse_external_calls(tvm.ir.save_json(honest_module))
+    for op, symbol in (("tirx.call_extern", None), (None, "runtime.module.loadfile_so")):
+        nodes = [{"type": "ir.Op", "data": op}] if op else [
+            {"type": "ffi.String", "data": symbol},
+            {"type": "relax.expr.ExternFunc", "data": {"global_symbol": 0}},
+        ]
+        with pytest.raises(ImportedError, match=op or symbol):
+            refuse_external_calls(json.dumps({"root_index": 0, "nodes": nodes}))

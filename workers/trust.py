@@ -1,0 +1,179 @@
+"""What the worker takes from a sandboxed child, and how: nothing on its word.
+
+A child hands back JSON and files in its scratch folder. The worker
+
+- reads each report through :func:`planner.report.parse_report` (type and range of every
+  field); a report that breaks it becomes a failed report that says why;
+- matches reports to the strategies it asked for: a missing, extra or duplicated report
+  never shifts another strategy's figures;
+- owns every path: artifacts are looked up by fixed names in the folder the worker chose
+  for that model and strategy, and taken only if they are plain files there (no link, no
+  hard link to a file elsewhere, not over the size limit); a file that is not is skipped
+  with a warning on its Result, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+from planner.report import ARTIFACT_NAMES, InvalidReport, StrategyReport, parse_report, slug
+
+#: The inputs a model was checked on, one file per model (a board runs the build on them).
+INPUTS_NAME = "inputs.npz"
+#: Reports are a few kilobytes per strategy; a file far larger is not a report.
+MAX_REPORTS_BYTES = 64 << 20
+
+
+class HandoverError(RuntimeError):
+    """What a child handed back cannot be read at all (no list of reports)."""
+
+
+def read_reports(path: Path) -> list[StrategyReport]:
+    """The reports in ``path``; each one that breaks the contract is a failed report."""
+    data = read_json(path, MAX_REPORTS_BYTES)
+    if not isinstance(data, list):
+        raise HandoverError(f"its reports are a {type(data).__name__}, not a list")
+    reports = []
+    for item in data:
+        try:
+            reports.append(parse_report(item))
+        except InvalidReport as exc:
+            model, strategy = (
+                (item.get("model"), item.get("strategy")) if isinstance(item, dict) else ("", "")
+            )
+            reports.append(
+                StrategyReport.failed(
+                    model if isinstance(model, str) else "",
+                    strategy if isinstance(strategy, str) else "",
+                    f"the compile's report was refused: {exc}",
+                )
+            )
+    return reports
+
+
+def read_json(path: Path, limit: int):
+    """JSON from a file a child wrote: a plain file, within ``limit`` bytes."""
+    handle = open_plain(path, limit)
+    if isinstance(handle, str):
+        raise HandoverError(handle)
+    with handle:
+        text = handle.read(limit + 1)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise HandoverError(f"{path.name} is not JSON: {str(exc)[:200]}") from None
+
+
+def match(
+    reports: list[StrategyReport], *, model: str, source: str, strategies: list[str]
+) -> list[StrategyReport]:
+    """One report per strategy of ``strategies``, in that order.
+
+    A report for another model, a strategy not asked for, or a second report of one
+    strategy is not taken; a strategy left without one fails with the reason.
+    """
+    by_strategy: dict[str, StrategyReport] = {}
+    refused: list[str] = []
+    for report in reports:
+        if report.model != model or report.strategy not in strategies:
+            refused.append(f"{report.model[:80]!r} / {report.strategy[:80]!r}")
+        elif report.strategy in by_strategy:
+            by_strategy[report.strategy] = StrategyReport.failed(
+                model, report.strategy, "the compile returned two reports for this strategy"
+            )
+        else:
+            by_strategy[report.strategy] = report
+    matched = []
+    for strategy in strategies:
+        report = by_strategy.get(strategy) or StrategyReport.failed(
+            model, strategy, "the compile returned no report for this strategy"
+            + (f" (it returned reports for {', '.join(refused[:3])})" if refused else "")
+        )
+        report.model_source = source
+        matched.append(report)
+    return matched
+
+
+def collect_artifacts(report: StrategyReport, out: Path, *, model: str, limit: int) -> None:
+    """Point ``report`` at the files of ``out`` (the compile's artifacts folder) that are
+    its own by name, whatever paths the child wrote; warn about any not taken."""
+    claimed = dict(report.artifacts)
+    report.artifacts = {}
+    report.inputs_file = ""
+    folder = out / slug(model) / slug(report.strategy)
+    for name in ARTIFACT_NAMES:
+        path = folder / name
+        if not os.path.lexists(path):
+            if name in claimed:
+                report.warnings.append(f"artifact {name} was named but not written; skipped")
+            continue
+        problem = plain_file(path, limit)
+        if problem:
+            report.warnings.append(f"artifact {name} skipped: {problem}")
+        else:
+            report.artifacts[name] = str(path)
+    for name in sorted(set(claimed) - set(ARTIFACT_NAMES)):
+        report.warnings.append(f"artifact {name[:80]!r} is not one Peakwatch writes; skipped")
+    inputs = out / slug(model) / INPUTS_NAME
+    if os.path.lexists(inputs):
+        problem = plain_file(inputs, limit)
+        if problem:
+            report.warnings.append(f"{INPUTS_NAME} skipped: {problem}")
+        else:
+            report.inputs_file = str(inputs)
+
+
+def copy_plain_files(source: Path, target: Path, names, limit: int) -> None:
+    """Copy the files ``names`` that exist in ``source`` into ``target``; HandoverError
+    for one that is not a plain file within ``limit`` bytes."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        path = source / name
+        if not os.path.lexists(path):
+            continue
+        handle = open_plain(path, limit)
+        if isinstance(handle, str):
+            raise HandoverError(f"{name}: {handle}")
+        with handle, open(target / name, "wb") as copy:
+            shutil.copyfileobj(handle, copy)
+
+
+def plain_file(path: Path, limit: int) -> str:
+    """Why ``path`` is not a file to take ("" when it is one)."""
+    handle = open_plain(path, limit)
+    if isinstance(handle, str):
+        return handle
+    handle.close()
+    return ""
+
+
+def open_plain(path: Path, limit: int):
+    """``path`` opened for reading if it is a plain file of its own within ``limit`` bytes;
+    otherwise the reason, as text.
+
+    Opened without following a link, then checked on the open file, so that what was
+    checked is what is read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: the name is a symbolic link
+            return "it is a link"
+        return f"it cannot be opened ({exc.strerror})"
+    info = os.fstat(fd)
+    reason = ""
+    if not stat.S_ISREG(info.st_mode):
+        reason = "it is not a plain file"
+    elif info.st_nlink != 1:
+        # A hard link shares its content with a file outside the folder.
+        reason = "it is a hard link"
+    elif info.st_size > limit:
+        reason = f"it is larger than {limit} bytes"
+    if reason:
+        os.close(fd)
+        return reason
+    return os.fdopen(fd, "rb")
