@@ -4,8 +4,8 @@ import pytest
 
 from planner.problem import lower_bound
 from planner.tvm import lowering
-from planner.tvm.compile import STOCK, compile_model
-from planner.tvm.extract import extract
+from planner.tvm.compile import STOCK, compile_model, peak_breakdown
+from planner.tvm.extract import Extraction, Tensor, extract
 from planner.tvm.kernel_temps import lift_kernel_temporaries
 from planner.tvm.rewrites import find_rewrites, inline_pool_padding, inplace_safe
 from planner.tvm.zoo import ModelSource, build_network
@@ -105,3 +105,38 @@ def test_a_chain_of_elementwise_results_shares_one_buffer(densenet):
              f"{stem}.T_add_intermediate"]
     roots = {rewrites.find(name) for name in chain}
     assert len(roots) == 1
+
+
+def test_the_peak_instant_is_that_of_the_plan_as_applied():
+    # ResNet's residual additions run in place: their outputs share their inputs' bytes.
+    [rewritten] = compile_model(
+        ModelSource("zoo:resnet18", {"resolution": 32, "width": 0.25}), ["best-fit+rewrites"],
+        repeat=1, memory_configs=(),
+    )
+
+    assert rewritten.rewrites["inplace"]
+    peak = rewritten.peak
+    # No instant of a plan can hold more than its arena; summing merged tensors did.
+    assert 0 < peak["bytes"] <= rewritten.intermediate_bytes
+    assert sum(t["size"] for t in peak["tensors"]) == peak["bytes"] or peak["more"]
+    temporaries = [t for t in peak["tensors"] if "." in t["id"]]
+    assert all(t["producer"].endswith("(temporary)") for t in temporaries)
+
+
+def test_merged_tensors_count_once_at_the_peak_and_are_listed_once():
+    tensors = [
+        Tensor("conv", 0, (64,), "float32", 256, lower=0, upper=2, producer="conv2d"),
+        # Written in place over conv's bytes while conv is still live at step 1.
+        Tensor("add", 1, (64,), "float32", 256, lower=1, upper=3, producer="add"),
+        Tensor("other", 2, (32,), "float32", 128, lower=1, upper=3, producer="relu"),
+    ]
+    offsets = {"conv": 0, "add": 0, "other": 256}
+
+    peak = peak_breakdown(Extraction("forward", tensors), offsets)
+
+    assert peak["bytes"] == 384 and peak["time"] == 1
+    merged = next(t for t in peak["tensors"] if "merged" in t)
+    assert merged["merged"] == ["conv", "add"] and merged["producer"] == "conv2d → add"
+    assert merged["size"] == 256 and len(peak["tensors"]) == 2
+    # Without offsets (TVM's plan unread) each tensor counts on its own.
+    assert peak_breakdown(Extraction("forward", tensors), {})["bytes"] == 640
