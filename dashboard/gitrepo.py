@@ -112,6 +112,11 @@ def blob_id(repo: Path, sha: str, path: str) -> str | None:
         return None
 
 
+def top_level(repo: Path, sha: str) -> list[str]:
+    """The names at the root of the tree of ``sha`` (files and folders)."""
+    return _git("ls-tree", "--name-only", sha, cwd=repo).splitlines()
+
+
 def first_parents(repo: Path, rev: str, limit: int | None = None) -> list[str]:
     """``rev`` and up to ``limit - 1`` of its first-parent ancestors (all without a limit),
     newest first."""

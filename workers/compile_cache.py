@@ -2,11 +2,11 @@
 
 A compile is identified by what it reads and how it is built: the manifest's entry for the
 model (source and parameters), the pipeline, the repository's content that the suite reads
-(the whole tree by default, only ``[suite] inputs`` when listed; nothing for a suite of zoo
-models), the strategy, the TVM version and toolchain (spec, version and git hash: two builds
-of one release differ), the target, and the planner code that builds and plans it. Two
-Results with the same key on the same board would measure the same thing, so the later one
-copies the earlier one's figures and artifacts (``Result.reused_from``).
+(the whole tree but the manifest by default, only ``[suite] inputs`` when listed; nothing
+for a suite of zoo models), the strategy, the TVM version and toolchain (spec, version and
+git hash: two builds of one release differ), the target, and the planner code that builds
+and plans it. Two Results with the same key on the same board would measure the same thing,
+so the later one copies the earlier one's figures and artifacts (``Result.reused_from``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from dashboard import gitrepo
-from workers.manifest import ModelEntry, Suite
+from workers.manifest import MANIFEST_PATH, ModelEntry, Suite
 
 PLANNER_DIR = Path(__file__).resolve().parent.parent / "planner"
 
@@ -52,7 +52,11 @@ def model_content_hash(
         # The model's own file always counts, listed or not.
         inputs.append(entry.path)
     try:
-        digest.update(gitrepo.content_id(repo, sha, inputs).encode())
+        if not inputs:
+            # Everything but the manifest: the model's own entry in it is hashed above, and
+            # another model's new parameters must not compile this one again.
+            inputs = [name for name in gitrepo.top_level(repo, sha) if name != MANIFEST_PATH]
+        digest.update(gitrepo.content_id(repo, sha, inputs or ["-"]).encode())
     except gitrepo.GitError:
         return None
     return digest.hexdigest()

@@ -61,6 +61,25 @@ def test_a_file_source_is_hashed_by_the_whole_tree_unless_inputs_are_listed(tmp_
     assert compile_cache.model_content_hash(entry, whole_tree) is None
 
 
+def test_another_models_manifest_entry_leaves_a_model_cached(tmp_path):
+    repo = tmp_path / "repo"
+    create_demo_repository(repo, COMMITS[:1])
+    when = datetime.now(UTC)
+    first = commit_file(repo, "net.py", "def build():\n    return 1\n", "Add net", when)
+    manifest = (repo / "peakwatch.toml").read_text()
+    second = commit_file(
+        repo, "peakwatch.toml", manifest + "\n# another model's params changed\n", "Tune", when
+    )
+    entry = ModelEntry("m", "net.py:build", {})
+    whole_tree = Suite((entry,), ("none",), ("cpu",))
+
+    before, after = (
+        compile_cache.model_content_hash(entry, whole_tree, repo, sha) for sha in (first, second)
+    )
+
+    assert before is not None and before == after
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.slow
 def test_an_unchanged_model_is_reused_and_a_changed_one_compiled(tmp_path):
