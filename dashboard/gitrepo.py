@@ -79,7 +79,13 @@ def history(repo: Path, rev: str) -> list[CommitInfo]:
 
 def resolve(repo: Path, rev: str) -> str:
     """The full sha ``rev`` (a branch, tag or short sha) names in the mirror."""
-    return _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=repo).strip()
+    try:
+        return _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", cwd=repo).strip()
+    except GitError:
+        # --quiet leaves git's stderr empty: say what was looked for instead.
+        what = rev.removeprefix("refs/heads/")
+        kind = "branch" if rev.startswith("refs/heads/") else "branch, tag or commit"
+        raise GitError(f"{what!r} names no {kind} in the repository") from None
 
 
 def has_commit(repo: Path, sha: str) -> bool:
