@@ -189,10 +189,10 @@ def _run_model(
     if not todo:
         return
     keys = _cache_keys(run, suite, entry, runner, todo, mirror, toolchain)
-    todo = _reuse_cached(run, entry, board, todo, keys, spec)
+    todo = _reuse_cached(run, entry, board, todo, keys, _label(toolchain))
     if not todo:
         return
-    where = f"{entry.name} on {board}" + (f" with {spec}" if spec else "")
+    where = f"{entry.name} on {board} with {_label(toolchain)}"
     actions.append_log(run, f"{where}: {', '.join(todo)}")
     artifacts.mkdir()
     reports = runner.measure(
@@ -207,6 +207,13 @@ def _run_model(
             run, model=entry.name, strategy=strategy, board=board, report=report,
             cache_key=keys.get(strategy, "") if report.ok else "", toolchain=spec,
         )
+
+
+def _label(toolchain: toolchains.Toolchain) -> str:
+    """The toolchain as the run log names it: two toolchains of a suite must read apart."""
+    if toolchain.spec:
+        return toolchain.spec
+    return f"the worker's TVM {toolchain.tvm_version}".rstrip()
 
 
 def _record_refused(
@@ -265,7 +272,7 @@ def _cache_keys(
 
 
 def _reuse_cached(
-    run: Run, entry, board: str, strategies, keys: dict[str, str], toolchain: str = ""
+    run: Run, entry, board: str, strategies, keys: dict[str, str], label: str = ""
 ) -> list[str]:
     """Record cached figures for what was compiled before; return what still needs a compile."""
     todo, reused = [], []
@@ -279,6 +286,6 @@ def _reuse_cached(
         actions.reuse_result(run, model=entry.name, strategy=strategy, board=board, source=source)
         reused.append(f"{strategy} (from run {source.run_id})")
     if reused:
-        where = f"{entry.name} on {board}" + (f" with {toolchain}" if toolchain else "")
+        where = f"{entry.name} on {board}" + (f" with {label}" if label else "")
         actions.append_log(run, f"{where}: unchanged, reused {', '.join(reused)}")
     return todo

@@ -28,6 +28,8 @@ def test_it_records_every_model_and_strategy_with_real_measurements(tmp_path):
     run.refresh_from_db()
     assert run.status == Run.Status.SUCCEEDED, run.error
     assert (run.progress_done, run.progress_total) == (6, 6)
+    # Which TVM compiled each model reads in the log, the worker's own included.
+    assert "residual-cnn on cpu with the worker's TVM 0.27" in run.log
     results = Result.objects.filter(run=run)
     assert results.count() == 6
     for result in results:
