@@ -3,7 +3,8 @@
 Planned bytes are deterministic: the same model, strategy and TVM give the same plan, so
 any growth above the series' threshold is a real change. Latency is noisy: a commit is
 compared with a window of earlier commits by a one-sided Mann-Whitney U test over the timed
-samples, and only a median increase of at least the repository's minimum effect counts.
+samples (leaving out a commit whose median is an outlier in the window: :func:`steady`), and
+only a median increase of at least the repository's minimum effect counts.
 
 The baseline of a commit is found by following first parents (its recorded ``parent_sha``),
 so a commit is compared with its own history, not with whatever ran just before it; a pull
@@ -59,6 +60,26 @@ def latency_test(
     increase = statistics.median(samples) / baseline_median - 1
     p_value = float(mannwhitneyu(samples, baseline_samples, alternative="greater").pvalue)
     return (increase >= min_increase and p_value < alpha), p_value
+
+
+def steady(window: list[Result], min_increase: float) -> list[Result]:
+    """``window`` without the commits whose median latency is an outlier among them.
+
+    One noisy run (a busy machine) in the window skews the pooled samples: a later
+    commit 155% slower went unreported on one toolchain while the same change alerted on
+    another whose window held no such run. A commit is an outlier when its median is off
+    the window's median of medians by more than three scaled median absolute deviations
+    and by more than the minimum effect; with fewer than three commits none can be told
+    apart, so all are kept.
+    """
+    if len(window) < 3:
+        return window
+    medians = [statistics.median(r.latency_samples_ms) for r in window]
+    centre = statistics.median(medians)
+    spread = 1.4826 * statistics.median(abs(m - centre) for m in medians)
+    limit = max(3 * spread, min_increase * centre)
+    kept = [r for r, m in zip(window, medians, strict=True) if abs(m - centre) <= limit]
+    return kept or window
 
 
 def ancestors(run: Run, limit: int = MAX_ANCESTORS) -> list[int]:
@@ -131,7 +152,10 @@ def find_regressions(run: Run) -> list[Finding]:
         if result.is_reused or not result.latency_samples_ms:
             continue
         window = [r for r in before if r.latency_samples_ms][: repository.latency_window]
-        pooled = [s for r in window for s in r.latency_samples_ms]
+        pooled = [
+            s for r in steady(window, repository.latency_min_increase)
+            for s in r.latency_samples_ms
+        ]
         regressed, p_value = latency_test(
             result.latency_samples_ms,
             pooled,

@@ -107,6 +107,22 @@ def test_it_alerts_on_a_significant_latency_increase_over_the_window(repository)
     assert alert.value == pytest.approx(1.305)
 
 
+def test_one_noisy_commit_in_the_window_does_not_hide_a_slowdown(repository):
+    quick = [1.00, 1.01, 0.99, 1.02, 1.00, 1.01]
+    # One run on a busy machine: three times slower, then back to normal.
+    noisy = [3.00, 3.10, 2.90, 3.05, 3.00, 2.95]
+    slow = [2.55, 2.56, 2.54, 2.57, 2.55, 2.53]
+    latencies = [(1.0, quick), (3.0, noisy), (1.0, quick), (2.55, slow)]
+    values = [{("m", "s"): bytes_only(1000, median, samples)} for median, samples in latencies]
+
+    runs = _history(repository, values)
+
+    # The noisy commit alerts on its own; what matters is the slow commit after it.
+    alert = Alert.objects.get(commit=runs[-1].commit)
+    assert alert.kind == Alert.Kind.LATENCY and alert.p_value < 0.01
+    assert alert.baseline_value == pytest.approx(1.005)
+
+
 def test_detection_runs_again_when_a_late_merge_base_arrives(repository):
     pull_request = actions.record_pull_request(
         repository, number=3, head_sha="01" + "c" * 38, base_sha="00" + "c" * 38
