@@ -12,8 +12,11 @@ import logging
 import re
 
 MASK = "***"
-# scheme://userinfo@ : userinfo stops at the first "/", "@", quote or space, as in a URL.
-_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
+# scheme://userinfo@host : the userinfo ends at the *last* "@" before the host (a password
+# may hold a raw "@": https://user:p@ss@host/, as urlsplit reads it), so the match runs to
+# the last "@" before the authority ends at "/", a space or the end. Quotes may be in it
+# too: a password may hold them, and masking too much is harmless where too little leaks.
+_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s]+)@")
 
 
 def _masked(match: re.Match) -> str:

@@ -3,11 +3,13 @@ the database."""
 
 from __future__ import annotations
 
+import io
 import logging
 from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
@@ -34,6 +36,9 @@ CLONE_URL = f"https://alice:{PASSWORD}@127.0.0.1:9/org/models.git"
         ("ssh://git@host/repo and git@github.com:o/r.git", "ssh://***@host/repo and "
          "git@github.com:o/r.git"),
         ("no url here", "no url here"),
+        # A raw "@" in a password: the user information ends at the last "@".
+        ("https://user:p@ss@host/repo.git", "https://user:***@host/repo.git"),
+        ("fatal: 'https://tok@en@host' x@y", "fatal: 'https://***@host' x@y"),
     ],
 )
 def test_it_masks_the_credentials_of_every_url_in_a_text(text, shown):
@@ -161,3 +166,40 @@ def test_the_admin_keeps_a_secret_sent_back_empty_and_the_masked_clone_url(clien
     assert repository.clone_url == CLONE_URL
     assert repository.webhook_secret == WEBHOOK_SECRET
     assert repository.github_token == "a-new-token"
+
+
+def test_a_password_holding_an_at_sign_shows_nowhere(
+    client, caplog, django_capture_on_commit_callbacks
+):
+    """``https://alice:hunter2@sekrit@host/``: git reads the password up to the first "@",
+    URLs and redaction read it up to the last; no part of it may show either way."""
+    caplog.set_level(logging.DEBUG)
+    url = "https://alice:hunter2@sekrit@127.0.0.1:9/org/models.git"
+    printed = io.StringIO()
+    call_command("track", "leaky", url, stdout=printed)
+    repository = Repository.objects.get(name="leaky")
+    commit = actions.record_commit(
+        repository, sha="cd" * 20, branch="main", committed_at=datetime(2026, 11, 1, tzinfo=UTC)
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        run = actions.start_run(commit)  # a real clone, which fails
+    run.refresh_from_db()
+    client.force_login(User.objects.create_superuser("root", password="root-password"))
+    shown = {
+        "track": printed.getvalue(),
+        "run error": run.error,
+        "run log": run.log,
+        "logs": caplog.text,
+        **{url: client.get(url).content.decode() for url in (
+            reverse("run-detail", args=[run.pk]),
+            reverse("api:run-detail", args=[run.pk]),
+            reverse("admin:dashboard_repository_changelist"),
+            reverse("admin:dashboard_repository_change", args=[repository.pk]),
+        )},
+    }
+
+    assert run.status == Run.Status.FAILED and "git clone" in run.log
+    assert "https://alice:***@127.0.0.1:9/org/models.git" in shown["track"]
+    for where, text in shown.items():
+        for part in ("hunter2", "sekrit"):
+            assert part not in text, (where, part)

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from dashboard import actions
 from dashboard.models import Repository
+from dashboard.redaction import redact
 
 NAME = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")
 
@@ -43,7 +44,10 @@ class Command(BaseCommand):
         hook = settings.PEAKWATCH_BASE_URL.rstrip("/") + reverse(
             "github-webhook-repository", args=[repository.name]
         )
-        self.stdout.write(f"Tracking {repository.name}: {url} (default branch {branch})")
+        # Terminals are scrolled back, logged and pasted: the URL's password stays masked.
+        self.stdout.write(
+            f"Tracking {repository.name}: {redact(url)} (default branch {branch})"
+        )
         trusted = repository.get_trust_display()
         self.stdout.write(f"Pull requests run without approval from: {trusted}")
         self.stdout.write(
