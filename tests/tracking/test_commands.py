@@ -3,12 +3,18 @@ SQLite under a data folder, tasks in process, no server of any kind."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
+
+from dashboard import tracking
+from dashboard.models import Board, Model, Result, Run, Strategy
+from tests.helpers import record_head
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = '[[models]]\nname = "tiny"\nsource = "zoo:small_cnn"\n' \
@@ -61,3 +67,42 @@ def test_track_then_run_and_wait_reports_and_exits_by_outcome(manage, empty_repo
     assert missing.returncode == 2 and "cannot run" in missing.stderr
     bad_name = manage("track", "a/b", str(empty_repo.path))
     assert bad_name.returncode == 2
+
+
+@pytest.fixture
+def failed_run(db, demo_repository_path, monkeypatch):
+    """A finished, failed run of the demo's head that ``manage.py run`` is handed."""
+    commit = record_head(demo_repository_path, "tracked")
+    run = Run.objects.create(
+        repository=commit.repository, commit=commit, status=Run.Status.FAILED, error=""
+    )
+    monkeypatch.setattr(tracking, "run_revision", lambda *args, **kwargs: run)
+    return run
+
+
+def _run_and_wait(run) -> tuple[str, str]:
+    out = io.StringIO()
+    with pytest.raises(CommandError) as failure:
+        call_command("run", "tracked", "--sha", run.commit.sha, "--wait", stdout=out)
+    assert failure.value.returncode == 1
+    return out.getvalue(), str(failure.value)
+
+
+def test_run_wait_names_a_failed_result_that_has_no_error_message(failed_run):
+    Result.objects.create(
+        run=failed_run, commit=failed_run.commit, status=Result.Status.FAILED, error="",
+        model=Model.objects.create(repository=failed_run.repository, name="tiny"),
+        strategy=Strategy.objects.create(name="none"), board=Board.objects.create(name="cpu"),
+    )
+
+    printed, error = _run_and_wait(failed_run)
+
+    assert "FAILED: no error message was recorded" in printed
+    assert error == f"run {failed_run.pk} failed: some results failed"
+
+
+def test_run_wait_says_so_when_a_failed_run_has_no_error_message(failed_run):
+    printed, error = _run_and_wait(failed_run)
+
+    assert f"run {failed_run.pk} failed" in printed
+    assert error == f"run {failed_run.pk} failed: it recorded no error message"

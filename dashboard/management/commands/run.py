@@ -51,10 +51,12 @@ class Command(BaseCommand):
             return
         run = self._follow(run, timeout)
         self._table(run)
-        failed = run.status == Run.Status.FAILED or run.results.exclude(status="ok").exists()
-        if failed:
-            raise CommandError(f"run {run.pk} {run.status}: {run.error or 'some results failed'}",
-                               returncode=1)
+        failed_results = run.results.exclude(status="ok").exists()
+        if run.status == Run.Status.FAILED or failed_results:
+            why = run.error or (
+                "some results failed" if failed_results else "it recorded no error message"
+            )
+            raise CommandError(f"run {run.pk} {run.status}: {why}", returncode=1)
 
     def _follow(self, run: Run, timeout: float) -> Run:
         deadline = time.monotonic() + timeout
@@ -83,10 +85,16 @@ class Command(BaseCommand):
         header = f"{'model':<20} {'board':<8} {'strategy':<32} {'planned':>12} {'peak':>12}  status"
         self.stdout.write(header)
         for result in rows:
-            status = "ok" if result.status == "ok" else f"FAILED: {result.error.splitlines()[0]}"
+            status = "ok" if result.status == "ok" else f"FAILED: {_first_line(result.error)}"
             self.stdout.write(
                 f"{result.model.name:<20} {result.board.name:<8} {result.strategy.name:<32} "
                 f"{human_bytes(result.planned_bytes):>12} "
                 f"{human_bytes(result.measured_peak_bytes):>12}  {status}"
             )
         self.stdout.write(f"run {run.pk} {run.status}" + (f": {run.error}" if run.error else ""))
+
+
+def _first_line(error: str) -> str:
+    # A failure may come without a message (a worker killed mid-result): say so.
+    lines = [line for line in error.splitlines() if line.strip()]
+    return lines[0] if lines else "no error message was recorded"
