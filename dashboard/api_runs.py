@@ -12,17 +12,15 @@ Tokens are created with ``manage.py create_api_token`` and stored as SHA-256 has
 
 from __future__ import annotations
 
-import json
 import re
 
 from django.db import transaction
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.parsers import JSONParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard import actions, queue
+from dashboard import actions, json_bodies, queue
 from dashboard.models import Commit, Repository, Run
 
 # The same patterns are the OpenAPI schema's, so what the schema allows, the view accepts.
@@ -65,7 +63,7 @@ class TriggerRun(APIView):
     authentication_classes: list = []
     permission_classes: list = []
     # The body is read as JSON whatever its Content-Type; the schema says JSON only.
-    parser_classes = [JSONParser]
+    parser_classes = [json_bodies.BoundedJSONParser]
 
     @extend_schema(
         operation_id="runs_trigger",
@@ -98,7 +96,9 @@ class TriggerRun(APIView):
         if token is None:
             return _error(401, "unknown API token")
         try:
-            body = json.loads(request.body or b"{}")
+            body = json_bodies.loads(request.body or b"{}")
+        except json_bodies.TooDeep as exc:
+            return _error(400, str(exc))
         except ValueError:
             return _error(400, "the body is not JSON")
         if not isinstance(body, dict):

@@ -139,6 +139,12 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "dashboard.api_params.BoundedPagination",
     "PAGE_SIZE": 100,
+    # JSON nested too deep is a 400 before anything recursive parses it.
+    "DEFAULT_PARSER_CLASSES": [
+        "dashboard.json_bodies.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Peakwatch API",

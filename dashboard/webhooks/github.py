@@ -12,18 +12,18 @@ trusted, and the body must not be read for its repository name before it is trus
   matches ``repository.full_name``. No repository with a secret: 404; no secret verifies: 401.
 
 Only after verification is the body parsed (JSON, or GitHub's form encoding with a
-``payload`` field): a malformed one is 400. A delivery already accepted (same
-``X-GitHub-Delivery``) is answered 200 and changes nothing. Accepted ``push`` and
-``pull_request`` deliveries are queued (202) for the tracking service, which does the git
-work in a Celery task (:func:`dashboard.tracking.process_delivery`). Every verified request
-is logged as a :class:`WebhookDelivery` with its outcome; requests refused before
-verification (anyone can send them) are logged once a minute per kind and repository, and
-counted in between.
+``payload`` field): a malformed one is 400, and so is one nested deeper than
+:data:`dashboard.json_bodies.MAX_DEPTH` (measured before parsing, which recurses). A
+delivery already accepted (same ``X-GitHub-Delivery``) is answered 200 and changes
+nothing. Accepted ``push`` and ``pull_request`` deliveries are queued (202) for the
+tracking service, which does the git work in a Celery task
+(:func:`dashboard.tracking.process_delivery`). Every verified request is logged as a
+:class:`WebhookDelivery` with its outcome; requests refused before verification (anyone
+can send them) are logged once a minute per kind and repository, and counted in between.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from urllib.parse import parse_qs
@@ -34,7 +34,7 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from dashboard import actions, queue
+from dashboard import actions, json_bodies, queue
 from dashboard.models import Repository, WebhookDelivery
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,9 @@ def _parse_body(body: bytes, content_type: str) -> dict:
         text = body.decode()
         if content_type == "application/x-www-form-urlencoded":
             text = parse_qs(text).get("payload", [""])[0]
-        payload = json.loads(text)
+        payload = json_bodies.loads(text)
+    except json_bodies.TooDeep as exc:
+        raise Malformed(str(exc)) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise Malformed(f"the body is not JSON: {exc}") from None
     if not isinstance(payload, dict):
@@ -163,12 +165,18 @@ def _parse_body(body: bytes, content_type: str) -> dict:
 
 
 def _holds_nul(value) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(v) for v in value)
+    # A loop over a stack, not recursion: however deep a payload, this never overflows.
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
     return False
 
 
