@@ -67,7 +67,11 @@ def record_commit(
     author: str = "",
     message: str = "",
     committed_at: datetime,
+    from_outside: bool = False,
 ) -> Commit:
+    """The commit's row, created if new. ``from_outside``: code the repository has not
+    vouched for (see ``Commit.from_outside``); set on the row as it is created, so no run
+    can find it unmarked in between."""
     commit, created = Commit.objects.get_or_create(
         repository=repository,
         sha=sha,
@@ -77,12 +81,24 @@ def record_commit(
             "author": author,
             "message": message,
             "committed_at": committed_at,
+            "from_outside": from_outside,
         },
     )
     if not created and branch and not commit.branch:
         commit.branch = branch
         commit.save(update_fields=["branch"])
+    if not created and from_outside and not commit.from_outside:
+        mark_from_outside(repository, [sha])
+        commit.from_outside = True
     return commit
+
+
+def mark_from_outside(repository: Repository, shas: Iterable[str]) -> int:
+    """Mark the recorded commits among ``shas`` as from outside; an approval they already
+    have stands. Returns how many changed."""
+    return Commit.objects.for_repository(repository).filter(
+        sha__in=list(shas), from_outside=False
+    ).update(from_outside=True)
 
 
 def register_board(name: str, *, kind: str = Board.Kind.CPU, target: str = "llvm") -> Board:
@@ -97,14 +113,39 @@ def start_run(
     pull_request: PullRequest | None = None,
     approved: bool = True,
 ) -> Run:
-    """Create a Run for ``commit`` and hand it to the workers, or, when not ``approved`` (a
-    pull request from outside), hold it until a maintainer approves it."""
-    run = Run.objects.create(
-        repository=commit.repository, commit=commit, trigger=trigger, pull_request=pull_request,
-        status=Run.Status.QUEUED if approved else Run.Status.AWAITING_APPROVAL,
-    )
-    if approved:
-        _queue_run(run)
+    """Create a Run for ``commit`` and hand it to the workers, or hold it until a maintainer
+    approves: when not ``approved`` (a pull request from outside), and whenever the commit
+    awaits approval, whoever asks (webhook, API, command, a retry).
+
+    While a run of such a commit waits, asking again with the same trigger and pull request
+    names that run instead of adding one: repeated requests cannot pile up runs for one
+    approval to release at once.
+    """
+    with transaction.atomic():
+        # Locked, as approve_commit locks it: an approval at this moment either releases
+        # this run or is seen here, never neither.
+        commit = Commit.objects.select_for_update().get(pk=commit.pk)
+        waits = not approved or commit.awaits_approval
+        if waits:
+            waiting = (
+                Run.objects.for_commit(commit).awaiting_approval()
+                .filter(trigger=trigger, pull_request=pull_request).newest_first().first()
+            )
+            if waiting is not None:
+                return waiting
+        # A run of approved code from outside says who let it run, as a released run does.
+        vouched = commit.from_outside and not waits
+        run = Run.objects.create(
+            repository_id=commit.repository_id, commit=commit, trigger=trigger,
+            pull_request=pull_request,
+            status=Run.Status.AWAITING_APPROVAL if waits else Run.Status.QUEUED,
+            approved_by=commit.approved_by if vouched else "",
+            approved_at=commit.approved_at if vouched else None,
+        )
+        if waits:
+            append_log(run, f"waits for a maintainer's approval of {commit.short_sha}")
+        else:
+            _queue_run(run)
     return run
 
 
@@ -117,15 +158,38 @@ def _queue_run(run: Run) -> None:
 
 
 def approve_run(run: Run, *, by: str) -> bool:
-    """Let a held run go to the workers; False when it was not waiting."""
-    approved = Run.objects.filter(pk=run.pk, status=Run.Status.AWAITING_APPROVAL).update(
-        status=Run.Status.QUEUED, approved_by=by[:150], approved_at=timezone.now()
-    )
-    if approved:
-        run.refresh_from_db()
-        append_log(run, f"approved by {by}")
-        _queue_run(run)
-    return bool(approved)
+    """Approve ``run``'s commit, if ``run`` waits for approval: it and every other run of
+    that commit waiting go to the workers, and later runs of the commit go at once. False
+    when ``run`` was not waiting."""
+    if not Run.objects.filter(pk=run.pk).awaiting_approval().exists():
+        return False
+    released = approve_commit(run.commit, by=by)
+    run.refresh_from_db()
+    return any(each.pk == run.pk for each in released)
+
+
+def approve_commit(commit: Commit, *, by: str) -> list[Run]:
+    """Let ``commit``'s code run: record who approved it and when (the first approval
+    stands), send every run of it waiting for approval to the workers, and let its later
+    runs go at once. Returns the runs released."""
+    by, now = by[:150], timezone.now()
+    with transaction.atomic():
+        locked = Commit.objects.select_for_update().get(pk=commit.pk)
+        if locked.approved_at is None:
+            Commit.objects.filter(pk=commit.pk).update(approved_by=by, approved_at=now)
+            commit.approved_by, commit.approved_at = by, now
+        waiting = list(
+            Run.objects.for_commit(commit).awaiting_approval()
+            .select_for_update(of=("self",)).select_related("repository")
+        )
+        Run.objects.filter(pk__in=[run.pk for run in waiting]).update(
+            status=Run.Status.QUEUED, approved_by=by, approved_at=now
+        )
+        for run in waiting:
+            run.status, run.approved_by, run.approved_at = Run.Status.QUEUED, by, now
+            append_log(run, f"approved by {by}")
+            _queue_run(run)
+    return waiting
 
 
 def begin_run(run: Run, *, models: Iterable[tuple[str, str]], strategies: Iterable[str],

@@ -86,9 +86,15 @@ class RepositoryAdmin(admin.ModelAdmin):
 
 @admin.register(Commit)
 class CommitAdmin(admin.ModelAdmin):
-    list_display = ("short_sha", "repository", "branch", "author", "committed_at")
-    list_filter = ("repository", "branch")
+    list_display = (
+        "short_sha", "repository", "branch", "author", "committed_at", "from_outside",
+        "approved_by", "approved_at",
+    )
+    list_filter = ("repository", "branch", "from_outside")
     search_fields = ("sha", "message", "author")
+    # Approving releases the commit's waiting runs: that happens on a run's page, where
+    # the action does it, not by editing these fields here.
+    readonly_fields = ("from_outside", "approved_by", "approved_at")
 
 
 @admin.register(Run)

@@ -6,7 +6,15 @@
 
 ``sha`` or ``branch`` (or both) names the commit. A commit Peakwatch already knows starts at
 once and the answer names its run; anything else is resolved in the repository's mirror by
-a task on the ``peakwatch`` queue (git can be slow), and the answer says it was queued.
+a task on the ``peakwatch`` queue (git can be slow), and the answer says it was queued. A
+branch is looked up among the repository's branches only.
+
+A token lets CI start runs, not approve code: a commit from outside (the head of a pull
+request the repository does not trust, or a commit on none of its branches and tags) that
+no maintainer approved gets a run that waits for approval, as its pull request's run does,
+and the answer says so (``awaiting-approval``). The run is held, not refused, so CI need not
+ask again once a maintainer approves; asking again while it waits names the same run.
+
 Tokens are created with ``manage.py create_api_token`` and stored as SHA-256 hashes.
 """
 
@@ -42,6 +50,9 @@ class TriggeredRun(serializers.Serializer):
     status = serializers.CharField(help_text="the run's status, or 'resolving'")
     run = serializers.IntegerField(required=False, help_text="the run, when the commit is known")
     url = serializers.CharField(required=False)
+    detail = serializers.CharField(
+        required=False, help_text="why the run waits, when it waits for a maintainer"
+    )
     commit = serializers.CharField(required=False)
     progress_url = serializers.CharField(required=False)
     repository = serializers.CharField(required=False)
@@ -71,7 +82,9 @@ class TriggerRun(APIView):
         description=(
             "Send `sha` or `branch` (or both). A commit already recorded starts at once and "
             "the answer names its run; anything else is resolved in the repository's mirror "
-            "by a task, and the answer says `resolving`."
+            "by a task, and the answer says `resolving`. A commit from outside that no "
+            "maintainer approved (a pull request the repository does not trust) gets a run "
+            "that waits for approval: status `awaiting-approval`."
         ),
         request=TriggerRunRequest,
         auth=[{"ApiToken": []}],
@@ -151,13 +164,20 @@ def _invalid(body: dict) -> str:
 
 
 def _described(run: Run) -> dict:
-    return {
+    described = {
         "status": run.status,
         "run": run.pk,
         "url": run.get_absolute_url(),
         "commit": run.commit.sha,
         "progress_url": f"/runs/{run.pk}/progress.json",
     }
+    if run.awaits_approval:
+        described["detail"] = (
+            f"{run.commit.short_sha} is code from outside the repository (a pull request it "
+            f"does not trust) that no maintainer has approved: the run waits for a "
+            f"maintainer's approval on its page"
+        )
+    return described
 
 
 def require_sha_or_branch(result, generator, request, public):

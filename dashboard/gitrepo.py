@@ -105,6 +105,33 @@ def merge_base(repo: Path, a: str, b: str) -> str:
     return _git("merge-base", a, b, cwd=repo).strip()
 
 
+def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
+    """Whether ``ancestor`` is ``descendant`` or one of its ancestors."""
+    proc = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", ancestor, descendant], cwd=repo,
+        capture_output=True, text=True, check=False,
+    )
+    if proc.returncode not in (0, 1):
+        raise GitError(redact(f"git merge-base --is-ancestor failed: {proc.stderr.strip()}"))
+    return proc.returncode == 0
+
+
+def unmerged(repo: Path, revs: list[str], limit: int | None = None) -> list[str]:
+    """``revs`` and their first-parent ancestors (at most ``limit``) that no branch or tag
+    holds, newest first.
+
+    In a mirror of a GitHub repository these are the commits only a pull request's ref
+    (``refs/pull/N/head``, fetched by ``--mirror``) or a fetch by sha brings: code nobody
+    with write access has pushed.
+    """
+    if not revs:
+        return []
+    count = [f"--max-count={limit}"] if limit is not None else []
+    return _git(
+        "rev-list", "--first-parent", *count, *revs, "--not", "--branches", "--tags", cwd=repo
+    ).split()
+
+
 def rev_list(repo: Path, good: str, bad: str) -> list[str]:
     """Commits after ``good`` up to and including ``bad``, oldest first (first parents)."""
     return _git("rev-list", "--first-parent", "--reverse", f"{good}..{bad}", cwd=repo).split()

@@ -105,6 +105,13 @@ class Commit(models.Model):
     author = models.CharField(max_length=200, blank=True)
     message = models.TextField(blank=True)
     committed_at = models.DateTimeField()
+    # Code the repository has not vouched for: the head of a pull request it does not trust,
+    # or a commit first met on none of its branches and tags (GitHub's refs/pull/*). Approval
+    # belongs to the commit, not to one run: until a maintainer approves it (or the
+    # repository pushes it to a branch), every run of it waits, whatever started it.
+    from_outside = models.BooleanField(default=False)
+    approved_by = models.CharField(max_length=150, blank=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
 
     objects = CommitQuerySet.as_manager()
 
@@ -137,6 +144,11 @@ class Commit(models.Model):
     @property
     def title(self) -> str:
         return self.message.strip().splitlines()[0] if self.message.strip() else ""
+
+    @property
+    def awaits_approval(self) -> bool:
+        """Whether nothing of this commit may run before a maintainer approves it."""
+        return self.from_outside and self.approved_at is None
 
     def parent(self) -> Commit | None:
         if not self.parent_sha:

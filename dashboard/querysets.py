@@ -21,6 +21,13 @@ class CommitQuerySet(models.QuerySet):
         """Commits whose sha starts with ``sha`` (a short sha is enough)."""
         return self.filter(sha__startswith=sha.lower())
 
+    def awaiting_approval(self):
+        """Commits from outside that no maintainer approved yet: none of them may run."""
+        return self.filter(from_outside=True, approved_at__isnull=True)
+
+    def with_runs_awaiting_approval(self):
+        return self.filter(runs__status="awaiting-approval").distinct()
+
     def branch_names(self, repository) -> list[str]:
         """The names of ``repository``'s branches that have commits, sorted.
 
@@ -58,6 +65,9 @@ class RunQuerySet(models.QuerySet):
 
     def not_failed(self):
         return self.exclude(status="failed")
+
+    def awaiting_approval(self):
+        return self.filter(status="awaiting-approval")
 
 
 class ResultQuerySet(models.QuerySet):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 
 from django.conf import settings
 
@@ -27,8 +28,13 @@ def mirror_of(repository: Repository):
     return gitrepo.mirror(repository.clone_url, settings.PEAKWATCH["WORK_DIR"])
 
 
-def record_history(repository: Repository, mirror, rev: str, branch: str) -> Commit:
-    """Record ``rev`` and its recent first parents (so it has a baseline); return ``rev``'s."""
+def record_history(
+    repository: Repository, mirror, rev: str, branch: str, *, outside: Collection[str] = ()
+) -> Commit:
+    """Record ``rev`` and its recent first parents (so it has a baseline); return ``rev``'s.
+
+    Those in ``outside`` are recorded as from outside (and marked so if known already).
+    """
     shas = gitrepo.first_parents(mirror, rev, HISTORY_DEPTH)
     known = set(
         Commit.objects.for_repository(repository).filter(sha__in=shas).values_list("sha", flat=True)
@@ -45,18 +51,52 @@ def record_history(repository: Repository, mirror, rev: str, branch: str) -> Com
         head = actions.record_commit(
             repository, sha=info.sha, parent_sha=info.parent_sha, branch=branch,
             author=info.author, message=info.message, committed_at=info.committed_at,
+            from_outside=sha in outside,
         )
+    if outside:
+        actions.mark_from_outside(repository, outside)
     return head
+
+
+def resolve_revision(mirror, rev: str, *, branch: str = "") -> str:
+    """The sha to run for ``rev``: a branch (``rev == branch``) is looked up among branches
+    only, so ``pull/7/head`` names no pull request's ref; anything else is any revision."""
+    return gitrepo.resolve(mirror, f"refs/heads/{rev}" if branch and rev == branch else rev)
+
+
+def unmerged_commits(repository: Repository, mirror, sha: str) -> set[str]:
+    """``sha`` and its recent first parents that are on no branch or tag of the repository,
+    unless it trusts everyone: code only a pull request brought (GitHub's ``refs/pull/*``,
+    which a mirror holds too), so from outside until a maintainer approves it."""
+    if repository.trust == Repository.Trust.EVERYONE:
+        return set()
+    return set(gitrepo.unmerged(mirror, [sha], HISTORY_DEPTH))
+
+
+def unapproved(repository: Repository, mirror, shas: list[str]) -> list[str]:
+    """Those of ``shas`` that may not run before a maintainer approves them: recorded as
+    from outside and not approved, or never recorded and on no branch or tag."""
+    rows = Commit.objects.for_repository(repository).filter(sha__in=shas)
+    held = set(rows.awaiting_approval().values_list("sha", flat=True))
+    known = set(rows.values_list("sha", flat=True))
+    unknown = [sha for sha in shas if sha not in known]
+    if unknown and repository.trust != Repository.Trust.EVERYONE:
+        held |= set(gitrepo.unmerged(mirror, unknown)) & set(unknown)
+    return [sha for sha in shas if sha in held]
 
 
 def run_revision(
     repository: Repository, rev: str, *, branch: str = "", trigger: str = "api"
 ) -> Run | None:
-    """Resolve ``rev`` in the mirror, record it (with its recent history) and run it."""
+    """Resolve ``rev`` in the mirror, record it (with its recent history) and run it; a
+    commit from outside waits for a maintainer's approval (``actions.start_run``)."""
     try:
         mirror = mirror_of(repository)
-        sha = gitrepo.resolve(mirror, rev)
-        commit = record_history(repository, mirror, sha, branch or ("" if HEX.match(rev) else rev))
+        sha = resolve_revision(mirror, rev, branch=branch)
+        outside = unmerged_commits(repository, mirror, sha)
+        commit = record_history(
+            repository, mirror, sha, branch or ("" if HEX.match(rev) else rev), outside=outside
+        )
     except gitrepo.GitError as exc:
         log.warning("cannot run %s of %s: %s", rev, repository, exc)
         return None
@@ -90,8 +130,34 @@ def _process_push(repository: Repository, payload: dict) -> str:
         if gitrepo.has_commit(mirror, pushed["id"]):
             record_history(repository, mirror, pushed["id"], branch)
     head = record_history(repository, mirror, payload["after"], branch)
+    merged = _approve_pushed(repository, mirror, payload, branch)
     run, started = actions.ensure_run(head, trigger="push")
-    return f"{'started' if started else 'already had'} run {run.pk} of {head.short_sha}"
+    detail = f"{'started' if started else 'already had'} run {run.pk} of {head.short_sha}"
+    if merged:
+        detail += f"; approved by the push: {', '.join(c.short_sha for c in merged)}"
+    return detail
+
+
+def _approve_pushed(repository: Repository, mirror, payload: dict, branch: str) -> list[Commit]:
+    """Approve the commits waiting for approval that this push put on a branch.
+
+    Only someone with write access pushes to the repository's branches: merging a pull
+    request from outside (or pushing its commits) vouches for them as an approval would.
+    """
+    pusher = payload.get("pusher")
+    name = str(pusher.get("name") or "")[:60] if isinstance(pusher, dict) else ""
+    by = f"push to {branch[:80]}" + (f" by {name}" if name else "")
+    waiting = (
+        set(Commit.objects.for_repository(repository).awaiting_approval())
+        | set(Commit.objects.for_repository(repository).with_runs_awaiting_approval())
+    )
+    merged = [
+        commit for commit in sorted(waiting, key=lambda c: c.pk)
+        if gitrepo.is_ancestor(mirror, commit.sha, payload["after"])
+    ]
+    for commit in merged:
+        actions.approve_commit(commit, by=by)
+    return merged
 
 
 def _from_fork(pull: dict) -> bool:
@@ -112,11 +178,15 @@ def _process_pull_request(repository: Repository, payload: dict) -> str:
         # A fork's head is reachable through GitHub's pull/N/head ref.
         gitrepo.fetch(mirror, f"pull/{number}/head")
     base = gitrepo.merge_base(mirror, pull["base"]["sha"], head_sha)
-    base_commit = record_history(repository, mirror, base, pull["base"]["ref"])
-    head_commit = record_history(repository, mirror, head_sha, pull["head"]["ref"])
     user = pull.get("user") if isinstance(pull.get("user"), dict) else {}
     association = str(pull.get("author_association", ""))[:50]
     from_fork = _from_fork(pull)
+    trusted = repository.trusts(author_association=association, from_fork=from_fork)
+    outside = set() if trusted else _outside_of_pull_request(repository, mirror, head_sha)
+    base_commit = record_history(repository, mirror, base, pull["base"]["ref"])
+    head_commit = record_history(
+        repository, mirror, head_sha, pull["head"]["ref"], outside=outside
+    )
     pull_request = actions.record_pull_request(
         repository, number=number, title=str(pull.get("title", ""))[:500],
         url=str(pull.get("html_url", ""))[:500], head_ref=pull["head"]["ref"],
@@ -125,12 +195,27 @@ def _process_pull_request(repository: Repository, payload: dict) -> str:
         from_fork=from_fork,
     )
     base_run, _ = actions.ensure_run(base_commit, trigger="pull_request-base")
-    trusted = repository.trusts(author_association=association, from_fork=from_fork)
+    # The commit decides: from outside and not approved, its run waits (as any other run
+    # of it does); approved once, or the repository's own, it goes.
     head_run, started = actions.ensure_run(
-        head_commit, trigger="pull_request", pull_request=pull_request, approved=trusted
+        head_commit, trigger="pull_request", pull_request=pull_request
     )
-    waiting = "" if trusted else " (waiting for a maintainer's approval)"
+    waiting = " (waiting for a maintainer's approval)" if head_run.awaits_approval else ""
     return (
         f"#{number}: {'started' if started else 'already had'} run {head_run.pk} of "
         f"{head_commit.short_sha}{waiting}; base {base_commit.short_sha} has run {base_run.pk}"
     )
+
+
+def _outside_of_pull_request(repository: Repository, mirror, head_sha: str) -> set[str]:
+    """What an untrusted pull request brings: its head, and the head's recent first parents
+    on no branch or tag (the commits of a fork). A head the repository itself pushed before
+    (a run triggered by that push) is its own code: a pull request naming it from outside
+    cannot make its runs wait."""
+    outside = set(gitrepo.unmerged(mirror, [head_sha], HISTORY_DEPTH))
+    pushed = Run.objects.filter(
+        repository=repository, commit__sha=head_sha, trigger="push"
+    ).exists()
+    if not pushed:
+        outside.add(head_sha)
+    return outside

@@ -98,9 +98,13 @@ def bisect(
     target: str = "llvm",
     cached: Callable[[str], int | None] = lambda key: None,
     compile: Callable[..., int | None] = compile_planned_bytes,
+    check: Callable[[list[str]], None] = lambda shas: None,
 ) -> Bisection:
+    """``check`` sees every commit the search may compile before any is: it raises to
+    refuse the bisection (the command refuses code from outside that no one approved)."""
     good_sha, bad_sha = gitrepo.resolve(mirror, good), gitrepo.resolve(mirror, bad)
     shas = [good_sha, *gitrepo.rev_list(mirror, good_sha, bad_sha)]
+    check(shas)
     outcome = Bisection(model, strategy, good_sha, bad_sha, commits=len(shas) - 1)
     by_content: dict[str, int | None] = {}
     values: dict[int, int | None] = {}

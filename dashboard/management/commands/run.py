@@ -40,13 +40,20 @@ class Command(BaseCommand):
         rev = sha or branch
         try:
             mirror = tracking.mirror_of(repository)
-            gitrepo.resolve(mirror, rev)
+            tracking.resolve_revision(mirror, rev, branch=branch)
         except gitrepo.GitError as exc:
             raise CommandError(f"cannot run {rev!r} of {name}: {exc}", returncode=2) from None
         run = tracking.run_revision(repository, rev, branch=branch, trigger="command")
         if run is None:
             raise CommandError(f"cannot run {rev!r} of {name}", returncode=2)
         self.stdout.write(f"run {run.pk}: {run.commit.short_sha} {run.commit.title}")
+        if run.awaits_approval:
+            # Whoever types this can start runs, not vouch for code from outside: the run
+            # waits, like its pull request's, and one approval on its page releases both.
+            self.stdout.write(
+                f"run {run.pk} waits for a maintainer's approval: {run.commit.short_sha} is "
+                f"code from outside the repository; approve it at {run.get_absolute_url()}"
+            )
         if not wait:
             return
         run = self._follow(run, timeout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard import gitrepo
+from dashboard import gitrepo, tracking
 from dashboard.models import Repository, Result
 from dashboard.templatetags.peakwatch import human_bytes
 from workers.bisect import bisect
@@ -39,10 +39,23 @@ class Command(BaseCommand):
             hit = Result.objects.succeeded().filter(cache_key=key)
             return hit.values_list("planned_bytes", flat=True).first()
 
+        def approved_only(shas: list[str]) -> None:
+            # Bisecting compiles, so runs the repository's code at every probe: code from
+            # outside that no maintainer approved is refused, as every run of it waits.
+            held = tracking.unapproved(repo, mirror, shas)
+            if held:
+                listed = ", ".join(sha[:10] for sha in held[:5])
+                more = f" and {len(held) - 5} more" if len(held) > 5 else ""
+                raise CommandError(
+                    f"GOOD..BAD holds code from outside the repository that no maintainer "
+                    f"approved ({listed}{more}): approve it on a run's page, or bisect "
+                    f"commits on its branches"
+                )
+
         try:
             mirror = gitrepo.mirror(repo.clone_url, settings.PEAKWATCH["WORK_DIR"])
             outcome = bisect(mirror, model, good, bad, strategy=strategy, target=target,
-                             cached=cached)
+                             cached=cached, check=approved_only)
         except gitrepo.GitError as exc:
             raise CommandError(str(exc)) from None
         except RuntimeError as exc:

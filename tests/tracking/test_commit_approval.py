@@ -1,0 +1,243 @@
+"""Approval belongs to the commit: code from outside runs by no path before a maintainer
+approves it, and once approved, every run of it goes.
+
+The commits from outside here are what a mirror of a GitHub repository holds for a fork's
+pull request: reachable from GitHub's ``refs/pull/N/head`` only, on no branch.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from dashboard import actions
+from dashboard.demo import git
+from dashboard.models import Commit, Repository, Run
+from tests.helpers import hold_planned_runs
+from tests.regression.conftest import SECRET, deliver, pull_request_payload, push_payload
+
+pytestmark = pytest.mark.django_db
+
+STRANGER = {"association": "CONTRIBUTOR", "head_repo": "stranger/models"}
+
+
+@pytest.fixture
+def tracked(demo_repository_path):
+    repository = actions.track_repository(
+        "tracked", str(demo_repository_path), webhook_secret=SECRET
+    )
+    repository.github_repository = "octo/models"
+    repository.save()
+    return repository
+
+
+@pytest.fixture
+def token(tracked):
+    return actions.create_api_token("ci", tracked)[1]
+
+
+@pytest.fixture
+def planned(monkeypatch):
+    return hold_planned_runs(monkeypatch)
+
+
+def fork_commit(path, base: str, number: int, text: str) -> str:
+    """A stranger's commit on ``base`` that only ``refs/pull/<number>/head`` holds."""
+    git(path, "checkout", "-q", "--detach", base)
+    (path / "notes.txt").write_text(text)
+    git(path, "add", "notes.txt")
+    git(path, "commit", "-q", "-m", f"Stranger's change: {text.strip()}")
+    sha = git(path, "rev-parse", "HEAD")
+    git(path, "update-ref", f"refs/pull/{number}/head", sha)
+    git(path, "checkout", "-q", "main")
+    return sha
+
+
+@pytest.fixture
+def fork(demo_repository_path):
+    main = git(demo_repository_path, "rev-parse", "main")
+    return fork_commit(demo_repository_path, main, 5, "from a stranger\n"), main
+
+
+def open_fork_pull_request(client, capture, head, base, action="opened"):
+    with capture(execute=True):
+        response = deliver(
+            client, pull_request_payload(5, head_sha=head, base_sha=base, action=action,
+                                         **STRANGER),
+            event="pull_request",
+        )
+    assert response.status_code == 202
+    return Run.objects.filter(commit__sha=head, trigger="pull_request").get()
+
+
+def post_run(client, token, **body):
+    return client.post(
+        "/api/runs", data={"repository": "tracked", **body}, content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+
+
+def test_an_unapproved_fork_head_runs_by_no_path_until_a_maintainer_approves_its_commit(
+    client, tracked, token, fork, planned, maintainer, django_capture_on_commit_callbacks
+):
+    capture = django_capture_on_commit_callbacks
+    head, main = fork
+    # Given a fork's pull request, whose run waits for a maintainer.
+    pull_run = open_fork_pull_request(client, capture, head, main)
+    assert pull_run.awaits_approval
+    base_runs = list(planned)
+
+    # CI holds the repository's token and is told about the fork's head: it starts the same
+    # code. A token lets CI start runs, not vouch for code, so the run waits too rather
+    # than being refused: a CI service holds a fork's workflow until approval (as GitHub
+    # Actions does), and CI need not ask again once it is approved.
+    with capture(execute=True):
+        answer = post_run(client, token, sha=head)
+        retried = post_run(client, token, sha=head)  # CI retries its step
+    assert answer.status_code == 202
+    assert answer.json()["status"] == "awaiting-approval"
+    assert "approval" in answer.json()["detail"]
+    api_run = Run.objects.get(pk=answer.json()["run"])
+    assert api_run.awaits_approval
+    # Asking again while it waits names the same run: no pile of runs for one approval.
+    assert retried.json()["run"] == api_run.pk
+
+    # The command line, with and without --wait.
+    out = io.StringIO()
+    with capture(execute=True):
+        call_command("run", "tracked", "--sha", head, stdout=out)
+    assert "waits for a maintainer's approval" in out.getvalue()
+    with capture(execute=True), pytest.raises(CommandError, match="approval"):
+        call_command("run", "tracked", "--sha", head[:10], "--wait", stdout=io.StringIO())
+    command_run = Run.objects.get(commit__sha=head, trigger="command")
+
+    # GitHub redelivers the event as the pull request is reopened; anything else that
+    # starts a run (a retry) goes through the same action.
+    open_fork_pull_request(client, capture, head, main, action="reopened")
+    with capture(execute=True):
+        retry = actions.start_run(Commit.objects.get(sha=head), trigger="retry")
+
+    waiting = {pull_run.pk, api_run.pk, command_run.pk, retry.pk}
+    assert set(Run.objects.filter(commit__sha=head).values_list("pk", flat=True)) == waiting
+    assert all(run.awaits_approval for run in Run.objects.filter(pk__in=waiting))
+    assert planned == base_runs, "nothing of the stranger's ran"
+
+    # A maintainer approves the pull request's run: that approves the commit, and every
+    # run of it that waited goes.
+    client.force_login(maintainer)
+    with capture(execute=True):
+        response = client.post(f"/runs/{pull_run.pk}/approve")
+    assert response.status_code == 302
+    commit = Commit.objects.get(sha=head)
+    assert commit.approved_by == "maintainer" and commit.approved_at is not None
+    released = Run.objects.filter(pk__in=waiting)
+    assert {run.status for run in released} == {Run.Status.QUEUED}
+    assert {run.approved_by for run in released} == {"maintainer"}
+    assert set(planned) - set(base_runs) == waiting
+
+    # Later runs of the approved commit go straight to the queue.
+    with capture(execute=True):
+        later = post_run(client, token, sha=head)
+    assert later.json()["status"] == "queued"
+    assert later.json()["run"] in planned
+    page = client.get(f"/runs/{later.json()['run']}/").content.decode()
+    assert "approved by maintainer" in page
+    assert "code from outside, approved by maintainer on" in page
+
+
+def test_a_new_push_to_the_pull_request_needs_approval_again(
+    client, tracked, fork, planned, demo_repository_path, django_capture_on_commit_callbacks
+):
+    head, main = fork
+    first = open_fork_pull_request(client, django_capture_on_commit_callbacks, head, main)
+    with django_capture_on_commit_callbacks(execute=True):
+        actions.approve_run(first, by="maria")
+
+    newer = fork_commit(demo_repository_path, head, 5, "and more\n")
+    second = open_fork_pull_request(
+        client, django_capture_on_commit_callbacks, newer, main, action="synchronize"
+    )
+
+    assert first.pk in planned and second.awaits_approval and second.pk not in planned
+    assert Commit.objects.get(sha=newer).awaits_approval
+
+
+def test_a_sha_never_seen_that_only_a_pull_request_ref_holds_waits_for_approval(
+    client, tracked, token, fork, planned, demo_repository_path,
+    django_capture_on_commit_callbacks,
+):
+    head, main = fork  # no webhook came: Peakwatch meets the commit through the API
+
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = post_run(client, token, sha=head)
+        on_main = post_run(client, token, sha=main)
+
+    assert answer.json()["status"] == "resolving"
+    run = Run.objects.get(commit__sha=head)
+    assert run.awaits_approval and run.pk not in planned
+    assert Commit.objects.get(sha=head).from_outside
+    # The repository's own branch runs at once; so does anything where it trusts everyone.
+    assert on_main.json()["status"] == "resolving"
+    assert Run.objects.get(commit__sha=main).pk in planned
+    Repository.objects.filter(pk=tracked.pk).update(trust=Repository.Trust.EVERYONE)
+    other = fork_commit(demo_repository_path, main, 6, "trusted anyway\n")
+    with django_capture_on_commit_callbacks(execute=True):
+        post_run(client, token, sha=other)
+    assert Run.objects.get(commit__sha=other).pk in planned
+
+
+def test_a_branch_given_to_the_api_never_names_a_pull_requests_ref(
+    client, tracked, token, fork, planned, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = post_run(client, token, branch="pull/5/head")
+
+    assert answer.status_code == 202
+    assert not Run.objects.exists() and not planned
+
+
+def test_a_push_that_merges_the_fork_approves_its_commits(
+    client, tracked, fork, planned, demo_repository_path, django_capture_on_commit_callbacks
+):
+    head, main = fork
+    waiting = open_fork_pull_request(client, django_capture_on_commit_callbacks, head, main)
+    # A maintainer merges the pull request (a fast-forward here) and pushes main.
+    git(demo_repository_path, "merge", "-q", "--ff-only", head)
+
+    payload = {**push_payload(head, before=main, commits=[head]), "pusher": {"name": "maria"}}
+    with django_capture_on_commit_callbacks(execute=True):
+        deliver(client, payload, event="push")
+
+    commit = Commit.objects.get(sha=head)
+    assert not commit.awaits_approval and commit.approved_by == "push to main by maria"
+    waiting.refresh_from_db()
+    assert waiting.status == Run.Status.QUEUED and waiting.pk in planned
+
+
+def test_a_fork_naming_a_commit_the_repository_pushed_cannot_hold_its_runs(
+    client, tracked, planned, demo_repository_path, django_capture_on_commit_callbacks
+):
+    main = git(demo_repository_path, "rev-parse", "main")
+    with django_capture_on_commit_callbacks(execute=True):
+        deliver(client, push_payload(main), event="push")
+    older = git(demo_repository_path, "rev-parse", "main~2")
+
+    # A stranger opens a pull request whose head is main's own head (against an older base).
+    with django_capture_on_commit_callbacks(execute=True):
+        deliver(client, pull_request_payload(9, head_sha=main, base_sha=older, **STRANGER),
+                event="pull_request")
+
+    assert not Commit.objects.get(sha=main).awaits_approval
+    assert not Run.objects.filter(commit__sha=main).awaiting_approval().exists()
+
+
+def test_bisect_refuses_a_range_holding_unapproved_code_from_outside(
+    client, tracked, fork, planned, django_capture_on_commit_callbacks
+):
+    head, main = fork
+    open_fork_pull_request(client, django_capture_on_commit_callbacks, head, main)
+
+    with pytest.raises(CommandError, match="no maintainer approved"):
+        call_command("bisect", "tracked", "small-cnn", main, head, stdout=io.StringIO())
