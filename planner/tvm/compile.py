@@ -28,7 +28,13 @@ from planner.report import ATOL, RTOL, StrategyReport, slug
 from planner.timeline import render_svg
 from planner.tvm import execute, lowering, memory, repo_code
 from planner.tvm.apply import apply_plan
-from planner.tvm.extract import ARENA_ALIGNMENT, Extraction, bindings_of, extract
+from planner.tvm.extract import (
+    ARENA_ALIGNMENT,
+    Extraction,
+    bindings_of,
+    extract,
+    temporary_kernel,
+)
 from planner.tvm.host import environment
 from planner.tvm.kernel_temps import (
     KernelTemporaries,
@@ -755,6 +761,12 @@ def _export_library(root: Path, build: _Build, *, keep: bool, export: bool, fcom
             log.warning("export_library failed for %s: %s", report.strategy, exc)
 
 
+def _role_of(tensor) -> str:
+    """``temporary`` for a kernel's temporary lifted into the plan (named ``kernel.buffer``),
+    else ``intermediate``; outputs are listed apart."""
+    return "temporary" if temporary_kernel(tensor.name) else "intermediate"
+
+
 def _write_plan_files(root: Path, build: _Build) -> None:
     report = build.report
     extraction = build.extraction
@@ -768,21 +780,29 @@ def _write_plan_files(root: Path, build: _Build) -> None:
         "kernel_workspace_bytes": report.kernel_workspace_bytes,
         "kernel_workspace_source": report.kernel_workspace_source,
         "peak": report.peak,
+        # Names like alloc3 are renumbered whenever the graph changes: a plan diff pairs
+        # tensors by role, producer and place in the graph instead (dashboard.compare).
         "tensors": [
             {
                 "id": t.name,
+                "role": _role_of(t),
+                "binding_index": t.binding_index,
                 "shape": list(t.shape),
                 "dtype": t.dtype,
                 "size": t.size,
                 "lower": t.lower,
                 "upper": t.upper,
                 "offset": build.offsets.get(t.name),
-                "producer": t.producer,
+                "producer": t.producer or temporary_kernel(t.name),
             }
             for t in extraction.tensors
         ],
         "outputs": [
-            {"id": t.name, "shape": list(t.shape), "dtype": t.dtype, "size": t.size}
+            {
+                "id": t.name, "role": "output", "binding_index": t.binding_index,
+                "shape": list(t.shape), "dtype": t.dtype, "size": t.size,
+                "producer": t.producer,
+            }
             for t in extraction.escaping
         ],
     }

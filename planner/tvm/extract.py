@@ -70,6 +70,17 @@ class Extraction:
         return {t.name: t for t in self.tensors}
 
 
+def temporary_kernel(name: str) -> str:
+    """The kernel whose lifted temporary the tensor ``name`` is (they are named
+    ``kernel.buffer``, see planner.tvm.kernel_temps), or "" for any other tensor."""
+    kernel, dot, _ = name.partition(".")
+    return kernel if dot else ""
+
+
+def is_temporary(name: str) -> bool:
+    return bool(temporary_kernel(name))
+
+
 def bindings_of(func: relax.Function) -> list[relax.Binding]:
     body = func.body
     if not isinstance(body, relax.SeqExpr):
@@ -186,8 +197,10 @@ def extract(
             last_use[root] = index
         if isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar):
             # Destination passing: the last tensor argument is the output being written.
+            # Lifted kernel temporaries are passed after it (planner.tvm.kernel_temps);
+            # taking one for the output left the real output without a producer.
             for arg in reversed(value.args):
-                if isinstance(arg, relax.Var) and arg in roots:
+                if isinstance(arg, relax.Var) and arg in roots and not is_temporary(arg.name):
                     for root in roots[arg]:
                         if not tensors[root].producer:
                             tensors[root].producer = _callee_name(value)
