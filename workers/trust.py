@@ -158,6 +158,10 @@ def open_plain(path: Path, limit: int):
     Opened without following a link, then checked on the open file, so that what was
     checked is what is read.
     """
+    folder = os.path.abspath(os.path.dirname(path))
+    if os.path.realpath(folder) != folder:
+        # O_NOFOLLOW guards the last name only: a folder replaced by a link leads elsewhere.
+        return "its folder is a link"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:

@@ -120,6 +120,19 @@ def test_artifacts_are_taken_by_name_from_the_workers_folder_only(tmp_path):
     assert "model.so was named but not written" in warnings
 
 
+def test_a_folder_replaced_by_a_link_hands_over_nothing(tmp_path):
+    elsewhere = tmp_path / "host"
+    elsewhere.mkdir()
+    (elsewhere / "module.json").write_text("host file")
+    handed = tmp_path / "import" / "network"
+    handed.parent.mkdir()
+    handed.symlink_to(elsewhere)
+
+    with pytest.raises(trust.HandoverError, match="module.json: its folder is a link"):
+        trust.copy_plain_files(handed, tmp_path / "received", ["module.json"], 1 << 20)
+    assert not (tmp_path / "received" / "module.json").exists()
+
+
 def test_a_module_that_calls_outside_code_is_refused():
     tvm = pytest.importorskip("tvm")
     from planner.tvm.imported import ImportedError, refuse_external_calls
