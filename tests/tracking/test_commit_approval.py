@@ -8,9 +8,12 @@ pull request: reachable from GitHub's ``refs/pull/N/head`` only, on no branch.
 from __future__ import annotations
 
 import io
+from datetime import UTC, datetime
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from dashboard import actions
 from dashboard.demo import git
@@ -241,3 +244,42 @@ def test_bisect_refuses_a_range_holding_unapproved_code_from_outside(
 
     with pytest.raises(CommandError, match="no maintainer approved"):
         call_command("bisect", "tracked", "small-cnn", main, head, stdout=io.StringIO())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_upgrading_moves_approval_from_runs_to_their_commits():
+    before = [("dashboard", "0010_commit_branch_index")]
+    after = [("dashboard", "0011_commit_approval")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    repository = old.get_model("dashboard", "Repository").objects.create(
+        name="tracked", clone_url="/nonexistent"
+    )
+    commits, runs = old.get_model("dashboard", "Commit"), old.get_model("dashboard", "Run")
+    pull_requests = old.get_model("dashboard", "PullRequest")
+    when = datetime(2026, 11, 1, tzinfo=UTC)
+    waiting, approved, pushed, ours = (
+        commits.objects.create(repository=repository, sha=c * 40, committed_at=when)
+        for c in "abcd"
+    )
+    runs.objects.create(repository=repository, commit=waiting, status="awaiting-approval")
+    runs.objects.create(repository=repository, commit=approved, status="succeeded",
+                        approved_by="maria", approved_at=when)
+    runs.objects.create(repository=repository, commit=pushed, trigger="push")
+    for number, head, fork in ((1, approved, True), (2, pushed, True), (3, ours, False)):
+        pull_requests.objects.create(repository=repository, number=number, head_sha=head.sha,
+                                    from_fork=fork, author_association="MEMBER")
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(after)
+    new = MigrationExecutor(connection).loader.project_state(after).apps
+    rows = {c.sha[0]: c for c in new.get_model("dashboard", "Commit").objects.all()}
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    assert (rows["a"].from_outside, rows["a"].approved_at) == (True, None)
+    assert rows["b"].from_outside and (rows["b"].approved_by, rows["b"].approved_at) == (
+        "maria", when)
+    assert not rows["c"].from_outside, "a head the repository pushed is its own code"
+    assert not rows["d"].from_outside, "a member's pull request from a branch is trusted"
