@@ -116,6 +116,12 @@ def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
     return proc.returncode == 0
 
 
+def new_commits(repo: Path, before: str, after: str) -> list[str]:
+    """Commits reachable from ``after`` but not from ``before`` (every parent followed):
+    what a push from ``before`` to ``after`` brought to its branch."""
+    return _git("rev-list", after, "--not", before, cwd=repo).split()
+
+
 def unmerged(repo: Path, revs: list[str], limit: int | None = None) -> list[str]:
     """``revs`` and their first-parent ancestors (at most ``limit``) that no branch or tag
     holds, newest first.

@@ -151,10 +151,18 @@ def _approve_pushed(repository: Repository, mirror, payload: dict, branch: str) 
         set(Commit.objects.for_repository(repository).awaiting_approval())
         | set(Commit.objects.for_repository(repository).with_runs_awaiting_approval())
     )
-    merged = [
-        commit for commit in sorted(waiting, key=lambda c: c.pk)
-        if gitrepo.is_ancestor(mirror, commit.sha, payload["after"])
-    ]
+    if not waiting:
+        return []
+    after, before = payload["after"], str(payload.get("before") or "")
+    if HEX.match(before) and before.strip("0") and gitrepo.has_commit(mirror, before):
+        # What the push put on the branch, in one git call however many commits wait
+        # (unapproved heads of closed pull requests pile up over the years).
+        pushed = set(gitrepo.new_commits(mirror, before, after))
+        merged = [commit for commit in waiting if commit.sha in pushed]
+    else:
+        # A new branch: everything it holds is new to it.
+        merged = [commit for commit in waiting if gitrepo.is_ancestor(mirror, commit.sha, after)]
+    merged.sort(key=lambda commit: commit.pk)
     for commit in merged:
         actions.approve_commit(commit, by=by)
     return merged

@@ -204,19 +204,35 @@ def test_a_branch_given_to_the_api_never_names_a_pull_requests_ref(
 def test_a_push_that_merges_the_fork_approves_its_commits(
     client, tracked, fork, planned, demo_repository_path, django_capture_on_commit_callbacks
 ):
+    capture = django_capture_on_commit_callbacks
     head, main = fork
-    waiting = open_fork_pull_request(client, django_capture_on_commit_callbacks, head, main)
-    # A maintainer merges the pull request (a fast-forward here) and pushes main.
-    git(demo_repository_path, "merge", "-q", "--ff-only", head)
+    waiting = open_fork_pull_request(client, capture, head, main)
+    # A maintainer merges the pull request (a merge commit: the fork's head is its second
+    # parent) and pushes main.
+    git(demo_repository_path, "merge", "-q", "--no-ff", "-m", "Merge #5", head)
+    merge = git(demo_repository_path, "rev-parse", "main")
 
-    payload = {**push_payload(head, before=main, commits=[head]), "pusher": {"name": "maria"}}
-    with django_capture_on_commit_callbacks(execute=True):
+    payload = {**push_payload(merge, before=main, commits=[head, merge]),
+               "pusher": {"name": "maria"}}
+    with capture(execute=True):
         deliver(client, payload, event="push")
 
     commit = Commit.objects.get(sha=head)
     assert not commit.awaits_approval and commit.approved_by == "push to main by maria"
     waiting.refresh_from_db()
     assert waiting.status == Run.Status.QUEUED and waiting.pk in planned
+
+    # Pushed as a new branch of the repository (no "before"), a fork's commit is vouched
+    # for as well.
+    other = fork_commit(demo_repository_path, main, 6, "vendored\n")
+    with capture(execute=True):
+        deliver(client, pull_request_payload(6, head_sha=other, base_sha=main, **STRANGER),
+                event="pull_request")
+    git(demo_repository_path, "branch", "vendor", other)
+    with capture(execute=True):
+        deliver(client, push_payload(other, ref="refs/heads/vendor"), event="push")
+    assert Commit.objects.get(sha=other).approved_by == "push to vendor"
+    assert not Run.objects.filter(commit__sha=other).awaiting_approval().exists()
 
 
 def test_a_fork_naming_a_commit_the_repository_pushed_cannot_hold_its_runs(
