@@ -230,13 +230,22 @@ PEAKWATCH = {
     "LATENCY_REPEAT": envint("PEAKWATCH_LATENCY_REPEAT", 5),
     "WORK_DIR": DATA_DIR / "work",
     # Limits of the sandboxed process that compiles a model with a tracked repository's
-    # code (workers/sandbox.py): address space, CPU seconds, largest file, wall clock.
+    # code (workers/sandbox.py): memory of the whole job (and each process's address space),
+    # CPU seconds per process, largest file, wall clock, processes and threads of the job.
+    # A root worker runs the job as USER:GROUP. Without bubblewrap's namespaces (the reduced
+    # sandbox) no repository code runs unless ALLOW_REDUCED says so.
     "SANDBOX": {
         "MEMORY_BYTES": envint("PEAKWATCH_SANDBOX_MEMORY_BYTES", 8 << 30),
         "CPU_SECONDS": envint("PEAKWATCH_SANDBOX_CPU_SECONDS", 1800),
         "FILE_BYTES": envint("PEAKWATCH_SANDBOX_FILE_BYTES", 2 << 30),
         "WALL_SECONDS": envint("PEAKWATCH_SANDBOX_WALL_SECONDS", 1800),
         "PLANNER_SECONDS": envint("PEAKWATCH_SANDBOX_PLANNER_SECONDS", 60),
+        "PROCESSES": envint("PEAKWATCH_SANDBOX_PROCESSES", 64),
+        "USER": envint("PEAKWATCH_SANDBOX_USER", 65534),
+        "GROUP": envint("PEAKWATCH_SANDBOX_GROUP", 65534),
+        "ALLOW_REDUCED": envbool("PEAKWATCH_SANDBOX_ALLOW_REDUCED", False),
+        # A delegated cgroup v2 folder for the jobs' cgroups (default: the worker's own).
+        "CGROUP": envstr("PEAKWATCH_SANDBOX_CGROUP", ""),
     },
     # Toolchains (TVM releases a suite compiles with) are created here on first use
     # (default: WORK_DIR/toolchains); local wheels and source folders a manifest names

@@ -68,10 +68,17 @@ def compile_planned_bytes(
     suite: manifest.Suite,
 ) -> int | None:
     """Compile only, in the sandbox, with the commit's tree (the repository's code runs)."""
+    from django.conf import settings
+
+    from workers import sandbox
     from workers.boards.base import BoardRunner, CompileJob
     from workers.boards.config import BoardConfig
 
-    runner = BoardRunner(BoardConfig(name="bisect", kind="cpu", target=target))
+    # The worker's own sandbox settings: its limits, its user, whether reduced is allowed.
+    runner = BoardRunner(
+        BoardConfig(name="bisect", kind="cpu", target=target),
+        limits=sandbox.Limits.from_settings(settings.PEAKWATCH.get("SANDBOX")),
+    )
     with tempfile.TemporaryDirectory(prefix="peakwatch-bisect-") as scratch:
         tree = None
         if suite.reads_repository:
