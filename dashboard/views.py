@@ -186,9 +186,15 @@ def _coverage(lines: list[Series], *, board: str, toolchain) -> dict:
 @require_GET
 def run_detail(request, pk: int):
     run = get_object_or_404(Run.objects.with_commit().select_related("pull_request"), pk=pk)
+    results = _results_of(run)
+    sandboxes = _sandboxes_of(results)
     return render(
         request, "dashboard/run_detail.html",
-        {"run": run, "results": _results_of(run), "can_approve": is_maintainer(request.user)},
+        {
+            "run": run, "results": results, "can_approve": is_maintainer(request.user),
+            "sandboxes": sandboxes,
+            "sandbox_reduced": any("reduced" in box for _, box in sandboxes),
+        },
     )
 
 
@@ -214,6 +220,17 @@ def _results_of(run: Run) -> list[Result]:
             (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
         )
     return results
+
+
+def _sandboxes_of(results: list[Result]) -> list[tuple[str, str]]:
+    """Each board of the run, with the sandbox its worker compiled in ("full", "reduced", or
+    both where workers differed), as each Result recorded it."""
+    modes: dict[str, set[str]] = {}
+    for result in results:
+        box = (result.environment or {}).get("sandbox")
+        if isinstance(box, str) and box:
+            modes.setdefault(result.board.name, set()).add(box)
+    return [(board, ", ".join(sorted(boxes))) for board, boxes in sorted(modes.items())]
 
 
 def _parent_results(commit: Commit) -> dict[tuple[int, int, int, int], Result]:

@@ -78,6 +78,19 @@ class BoardRunner:
         return self.target
 
     def health(self) -> Health:
+        """Whether the board can run models now: the sandbox first, then the board itself.
+
+        A worker with only the reduced sandbox is offline unless a setting allows it, so a
+        run sent to it fails every Result with the reason instead of running repository code
+        with the host's files in reach.
+        """
+        refused = sandbox.refusal(self.limits)
+        if refused:
+            return Health(online=False, reason=refused)
+        return self.board_health()
+
+    def board_health(self) -> Health:
+        """The board's own health (a GPU present, an RPC server answering)."""
         return Health(online=True)
 
     def describe(self) -> dict:
@@ -91,7 +104,10 @@ class BoardRunner:
             "target": self.target,
             "host": platform.node(),
             "versions": {**environment(), "celery": celery.__version__},
-            "sandbox": sandbox.mode().to_json(),
+            "sandbox": {
+                **sandbox.mode(self.limits.user, self.limits.group).to_json(),
+                "allowed": not sandbox.refusal(self.limits),
+            },
         }
 
     def compile_options(self, job: CompileJob) -> dict:
@@ -121,6 +137,10 @@ class BoardRunner:
         )
         reports = self.compile(job)
         self.after_compile(job, [r for r in reports if r.ok])
+        # Stored with each Result, so the run page says what the repository's code ran in.
+        box = "full" if sandbox.mode(self.limits.user, self.limits.group).full else "reduced"
+        for report in reports:
+            report.environment["sandbox"] = box
         return reports
 
     def compile(self, job: CompileJob) -> list[StrategyReport]:

@@ -37,7 +37,7 @@ class CudaBoard(BoardRunner):
             return self.config.target_string
         return json.dumps({"kind": "cuda", "arch": cuda.cached_arch() or cuda.DEFAULT_ARCH})
 
-    def health(self) -> Health:
+    def board_health(self) -> Health:
         from planner.tvm import cuda
 
         try:

@@ -50,7 +50,7 @@ class MicroBoard(BoardRunner):
             f"{self.target}|{board.name}|{board.machine}|{board.sram_bytes}|{board.flash_bytes}"
         )
 
-    def health(self) -> Health:
+    def board_health(self) -> Health:
         missing = micro_toolchain_missing()
         if missing:
             return Health(online=False, reason=missing)

@@ -36,7 +36,7 @@ class RpcBoard(BoardRunner):
         }
         return info
 
-    def health(self) -> Health:
+    def board_health(self) -> Health:
         from planner.tvm import remote
 
         host, port = split_address(self.address, self.name)
