@@ -212,7 +212,9 @@ def _results_of(run: Run) -> list[Result]:
     results = list(
         Result.objects.for_run(run)
         .with_related()
-        .order_by("model__name", "strategy__name", "board__name")
+        # A run compiled with several toolchains has rows alike but for it: the page names it.
+        .select_related("toolchain")
+        .order_by("model__name", "strategy__name", "board__name", "toolchain__spec")
     )
     parents = _parent_results(run.commit)
     for result in results:

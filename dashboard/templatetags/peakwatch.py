@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from django import template
+from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 
 register = template.Library()
@@ -64,3 +67,14 @@ def plain_bytes(value: int | None) -> str:
     if value is None or value == "":
         return MISSING
     return human_bytes(int(value))
+
+
+_PART_END = re.compile(r"([_:/+])(?=.)")
+
+
+@register.filter
+def breakable(value) -> str:
+    """``value``, escaped, with a line break allowed after each ``_ : / +``, so a long model
+    or strategy name (``repo:planning/mine.py:plan``) wraps at its parts in a narrow column
+    instead of widening its table; browsers already break after a hyphen."""
+    return mark_safe(_PART_END.sub(r"\1<wbr>", str(conditional_escape(value))))

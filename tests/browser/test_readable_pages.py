@@ -236,3 +236,87 @@ def test_a_model_page_shows_its_boards_and_toolchains_and_switches_between_them(
         page.click("[data-show-all]")
     page.wait_for_selector("[data-trend-charts][data-ready='true']", timeout=10_000)
     assert len(page.evaluate(DATASET_LABELS)) == 9
+
+
+WIDTHS = """() => Object.fromEntries([...document.querySelectorAll(".table-scroll")].map((box) => [
+    box.closest(".card").querySelector("h2").textContent,
+    { scrollWidth: box.scrollWidth, clientWidth: box.clientWidth },
+]).concat([["page", { scrollWidth: document.documentElement.scrollWidth,
+                      clientWidth: window.innerWidth }]]))"""
+
+
+def fits(width: dict) -> bool:
+    return width["scrollWidth"] <= width["clientWidth"]
+
+
+@pytest.fixture
+def crowded_run(recorded_history, tmp_path):
+    """A finished run as a real suite leaves one: three models x four strategies on a micro
+    board with two toolchains, each result with artifacts, a warning, and the bounds of its
+    rewritten and reordered problems; its commit's title is one long URL."""
+    commit = recorded_history[-1].commit
+    commit.message = (
+        "https://github.com/demo/models/blob/0f9c8a0a8e5c2bd5a2c5e0a4a8e2b3c9f1d4e6a7/"
+        "planning/strategies/best_fit_with_rewrites_and_reordering_of_operators.py#L120-L180"
+    )
+    commit.save()
+    run = Run.objects.create(repository=commit.repository, commit=commit, trigger="test")
+    models = ["mobilenet_v3_large", "efficientnet_b0", "convnet"]
+    strategies = ["tvm-stock", "greedy-by-size", "repo:planning/mine.py:plan",
+                  "best-fit+rewrites+reorder"]
+    actions.begin_run(run, models=[(m, f"zoo:{m}") for m in models], strategies=strategies,
+                      boards=["stm32"], total=24)
+    for name in ("plan.json", "report.json", "timeline.svg", "module.so"):
+        (tmp_path / name).write_text("{}")
+    report = fake_report(
+        12_345_678, 123.4, measured_peak_bytes=13_000_000,
+        rewritten_lower_bound_bytes=9_000_000, chosen_order_lower_bound_bytes=9_500_000,
+        order={"kept": "chosen order", "method": "exact"},
+        warnings=["the kernel workspace was estimated from the operators' shapes, not "
+                  "measured on the board; treat the measured peak as a lower bound"],
+    )
+    for model in models:
+        for strategy in strategies:
+            for toolchain in ("", "apache-tvm==0.26.0"):
+                result = actions.record_result(run, model=model, strategy=strategy,
+                                               board="stm32", report=report,
+                                               toolchain=toolchain)
+                for name in ("plan.json", "report.json", "timeline.svg", "module.so"):
+                    actions.attach_artifact(result, name, tmp_path / name)
+    actions.finish_run(run)
+    return run
+
+
+def test_a_crowded_run_page_fits_a_1400_px_window(browser, bundle, live_server, crowded_run,
+                                                  screenshot_dir):
+    context = browser.new_context(viewport=DESKTOP)
+    try:
+        page = context.new_page()
+        page.goto(f"{live_server.url}{crowded_run.get_absolute_url()}")
+        page.wait_for_selector("[data-results] tr.result-ok")
+        page.screenshot(path=str(screenshot_dir / "run-page-1400.png"), full_page=True)
+
+        widths = page.evaluate(WIDTHS)
+        # The page never scrolls sideways, and the results table fits its card rather than
+        # scrolling inside it.
+        assert fits(widths["page"]), widths
+        assert fits(widths["Results"]), widths
+        # Rows that differ only by toolchain say which is which.
+        assert page.locator("[data-results] tr.result-ok").count() == 24
+        assert page.locator("[data-result-toolchain]").count() == 12
+        assert page.locator("[data-result-toolchain]").first.inner_text() == (
+            "apache-tvm==0.26.0"
+        )
+
+        # The model page's grid of boards and toolchains, and its latest results with a
+        # toolchain column, fit as well; its history (a column per line) may scroll in its
+        # card, never the page.
+        page.goto(f"{live_server.url}/repos/demo/models/mobilenet_v3_large/")
+        page.wait_for_selector("[data-trend-charts][data-ready='true']", timeout=10_000)
+        page.screenshot(path=str(screenshot_dir / "model-toolchains-1400.png"), full_page=True)
+        widths = page.evaluate(WIDTHS)
+        assert fits(widths["page"]), widths
+        assert fits(widths["Boards and toolchains with results"]), widths
+        assert fits(widths["Latest results"]), widths
+    finally:
+        context.close()

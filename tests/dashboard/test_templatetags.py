@@ -66,3 +66,13 @@ def test_it_formats_latency_by_magnitude(value, text):
 )
 def test_change_filters_write_the_cells_the_comparison_rows_write(source, value, html):
     assert Template("{% load tracking %}" + source).render(Context({"v": value})) == html
+
+
+def test_it_lets_long_names_wrap_at_their_parts_and_still_escapes_them():
+    assert render("{{ name|breakable }}", name="repo:planning/mine.py:plan") == (
+        "repo:<wbr>planning/<wbr>mine.py:<wbr>plan"
+    )
+    assert render("{{ name|breakable }}", name="mobilenet_v3_large") == (
+        "mobilenet_<wbr>v3_<wbr>large"
+    )
+    assert render("{{ name|breakable }}", name="<b>a_b</b>") == "&lt;b&gt;a_<wbr>b&lt;/<wbr>b&gt;"
