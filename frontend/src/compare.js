@@ -4,21 +4,39 @@
 import { Chart, Legend, LinearScale, LineElement, PointElement, ScatterController, Tooltip } from "chart.js";
 
 import { formatBytes, formatMs } from "./format.js";
-import { palette } from "./palette.js";
+import { palette, seriesStyles } from "./palette.js";
 import { scatterDatasets } from "./pareto.js";
+import { byDatasetIndex } from "./series.js";
 
 Chart.register(LinearScale, PointElement, LineElement, ScatterController, Tooltip, Legend);
 
 function drawModel(canvas, entry, colours) {
-  const datasets = scatterDatasets(entry).map((dataset, i) => {
-    const colour = dataset.front ? colours.bound : colours.series[i % colours.series.length];
+  const sides = scatterDatasets(entry);
+  // Each side its own colour and point style, drawn above the one before, so a strategy
+  // that did not move shows both its points.
+  const styles = seriesStyles(sides.filter((d) => !d.front).length, colours, { reserved: [colours.bound] });
+  let next = 0;
+  const datasets = sides.map((dataset) => {
+    if (dataset.front) {
+      return {
+        ...dataset,
+        borderColor: colours.bound,
+        backgroundColor: colours.bound,
+        borderDash: [6, 4],
+        pointRadius: 0,
+        pointHoverRadius: 0,
+        order: 1,
+      };
+    }
+    const style = styles[next++];
     return {
       ...dataset,
-      borderColor: colour,
-      backgroundColor: colour,
-      borderDash: dataset.front ? [6, 4] : [],
-      pointRadius: dataset.front ? 0 : 5,
-      pointHoverRadius: dataset.front ? 0 : 8,
+      borderColor: style.colour,
+      backgroundColor: style.colour,
+      pointStyle: style.pointStyle,
+      pointRadius: 5,
+      pointHoverRadius: 8,
+      order: style.order,
     };
   });
   return new Chart(canvas, {
@@ -41,8 +59,9 @@ function drawModel(canvas, entry, colours) {
         },
       },
       plugins: {
-        legend: { labels: { color: colours.text, usePointStyle: true } },
+        legend: { labels: { color: colours.text, usePointStyle: true, sort: byDatasetIndex } },
         tooltip: {
+          itemSort: byDatasetIndex,
           callbacks: {
             label: (item) =>
               `${item.dataset.label} ${item.raw.strategy}: ${formatBytes(item.raw.y)}, ${formatMs(item.raw.x)}`,

@@ -3,6 +3,8 @@
 // dataset per strategy, and the lower bound as a dataset of its own.
 // Pure functions, so node --test covers them without a browser.
 
+import { seriesStyles } from "./palette.js";
+
 export const LOWER_BOUND_LABEL = "lower bound";
 
 function toolchainOf(series) {
@@ -135,6 +137,85 @@ export function pointRadiusFor(count) {
   if (count > 60) return 2;
   return 4;
 }
+
+/**
+ * Which of ``lines`` (datasets of ``buildDatasets``) run along a line before them: at some
+ * commit both have a value, less than half a percent of the chart's range apart, so that
+ * one would hide the other.
+ */
+export function runsAlongEarlier(lines) {
+  const values = lines.flatMap((line) => line.data.filter((value) => value !== null));
+  const tolerance = values.length ? (Math.max(...values) - Math.min(...values)) * 0.005 : 0;
+  return lines.map((line, k) =>
+    lines.slice(0, k).some((earlier) =>
+      line.data.some(
+        (value, i) => value !== null && earlier.data[i] !== null && Math.abs(value - earlier.data[i]) <= tolerance,
+      ),
+    ),
+  );
+}
+
+/**
+ * Draws the datasets of ``buildDatasets`` (and ``alertDataset``) in ``colours`` (from
+ * palette.js): each line in a colour and point style of its own, drawn above those before
+ * it and broken where it runs along one of them, so two lines of the same values both
+ * show; the lower bound dashed grey and the alerts as triangles, beneath the lines as
+ * before. Returns ``chartData``.
+ */
+export function styleDatasets(chartData, colours) {
+  const radius = pointRadiusFor(chartData.labels.length);
+  const lines = chartData.datasets.filter((dataset) => !dataset.alerts && !dataset.lowerBound);
+  const styles = seriesStyles(lines.length, colours, { reserved: [colours.bound, colours.alert] });
+  const broken = runsAlongEarlier(lines);
+  let next = 0;
+  for (const dataset of chartData.datasets) {
+    if (dataset.alerts) {
+      Object.assign(dataset, {
+        borderColor: colours.alert,
+        backgroundColor: colours.alert,
+        showLine: false,
+        pointStyle: "triangle",
+        pointRadius: 7,
+        pointHoverRadius: 10,
+        order: 2,
+      });
+    } else if (dataset.lowerBound) {
+      Object.assign(dataset, {
+        borderColor: colours.bound,
+        backgroundColor: colours.bound,
+        borderWidth: 1.5,
+        borderDash: [6, 4],
+        pointRadius: Math.min(2, radius),
+        pointHoverRadius: 7,
+        spanGaps: true,
+        tension: 0,
+        order: 1,
+      });
+    } else {
+      const style = styles[next];
+      const alongAnother = broken[next++];
+      Object.assign(dataset, {
+        borderColor: style.colour,
+        backgroundColor: style.colour,
+        borderWidth: 2,
+        borderDash: alongAnother ? style.dash : [],
+        pointStyle: style.pointStyle,
+        pointRadius: radius,
+        pointHoverRadius: 7,
+        // Hollow, so the points of the lines beneath show through (in the legend too).
+        pointBackgroundColor: alongAnother ? "transparent" : style.colour,
+        pointBorderWidth: alongAnother ? 1.5 : 1,
+        spanGaps: true,
+        tension: 0,
+        order: style.order,
+      });
+    }
+  }
+  return chartData;
+}
+
+/** Legend entries and tooltip lines in the datasets' own order, whatever order draws them. */
+export const byDatasetIndex = (a, b) => a.datasetIndex - b.datasetIndex;
 
 /** A line under the charts saying how much of a long history they show; "" when all. */
 export function downsampleNote(trend) {

@@ -15,39 +15,17 @@ import zoomPlugin from "chartjs-plugin-zoom";
 
 import { binaryTicks, formatAxisBytes, formatBytes, formatExactBytes, formatMs } from "./format.js";
 import { palette } from "./palette.js";
-import { alertDataset, buildDatasets, commitAt, downsampleNote, pointRadiusFor, runUrlAt } from "./series.js";
+import {
+  alertDataset,
+  buildDatasets,
+  byDatasetIndex,
+  commitAt,
+  downsampleNote,
+  runUrlAt,
+  styleDatasets,
+} from "./series.js";
 
 Chart.register(CategoryScale, LinearScale, LineController, LineElement, PointElement, Tooltip, Legend, zoomPlugin);
-
-function styleDatasets(chartData, colours) {
-  let next = 0;
-  const radius = pointRadiusFor(chartData.labels.length);
-  for (const dataset of chartData.datasets) {
-    if (dataset.alerts) {
-      Object.assign(dataset, {
-        borderColor: colours.alert,
-        backgroundColor: colours.alert,
-        showLine: false,
-        pointStyle: "triangle",
-        pointRadius: 7,
-        pointHoverRadius: 10,
-      });
-      continue;
-    }
-    const colour = dataset.lowerBound ? colours.bound : colours.series[next++ % colours.series.length];
-    Object.assign(dataset, {
-      borderColor: colour,
-      backgroundColor: colour,
-      borderWidth: dataset.lowerBound ? 1.5 : 2,
-      borderDash: dataset.lowerBound ? [6, 4] : [],
-      pointRadius: dataset.lowerBound ? Math.min(2, radius) : radius,
-      pointHoverRadius: 7,
-      spanGaps: true,
-      tension: 0,
-    });
-  }
-  return chartData;
-}
 
 function withAlerts(trend, chartData, kind) {
   const alerts = alertDataset(trend, chartData, kind);
@@ -109,7 +87,7 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours, binar
           : { ticks: { color: colours.text, callback: (value) => formatValue(value) }, grid: { color: colours.grid } },
       },
       plugins: {
-        legend: { labels: { color: colours.text, usePointStyle: true } },
+        legend: { labels: { color: colours.text, usePointStyle: true, sort: byDatasetIndex } },
         zoom: {
           // Drag a range to zoom into it; shift-drag pans, ctrl-wheel zooms; x only.
           zoom: {
@@ -122,6 +100,7 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours, binar
           limits: { x: { minRange: 2 } },
         },
         tooltip: {
+          itemSort: byDatasetIndex,
           callbacks: {
             title: (items) => {
               const commit = commitAt(chartData, items[0].dataIndex);

@@ -146,3 +146,60 @@ test("it names the toolchain of each line only when the chart has several", asyn
   const one = { ...trend, series: [line("none", "tvm 0.27")] };
   assert.deepEqual(buildDatasets(one, "planned_bytes").datasets.map((d) => d.label), ["none"]);
 });
+
+test("it draws two lines of the same values both in sight, each its own colour", async () => {
+  const { alertDataset, byDatasetIndex, styleDatasets } = await import("../src/series.js");
+  // Eight strategies that planned the same bytes at every commit: one more than the palette.
+  const same = [point(0, 900), point(1, 950), point(2, 990)];
+  const strategies = ["a", "b", "c", "d", "e", "f", "g", "h"];
+  const eight = {
+    commits,
+    series: strategies.map((strategy) => ({ strategy, board: "cpu", points: same })),
+    alerts: [{ kind: "bytes", commit_sha: commits[2].sha, value: 990 }],
+  };
+  const colours = {
+    series: ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04"],
+    seriesLightness: "42%",
+    bound: "#6b7280",
+    alert: "#b91c1c",
+  };
+  const chartData = buildDatasets(eight, "planned_bytes", { lowerBound: true });
+  chartData.datasets.push(alertDataset(eight, chartData, "bytes"));
+
+  styleDatasets(chartData, colours);
+
+  const lines = chartData.datasets.filter((d) => !d.lowerBound && !d.alerts);
+  const [bound] = chartData.datasets.filter((d) => d.lowerBound);
+  const [alerts] = chartData.datasets.filter((d) => d.alerts);
+  assert.equal(lines.length, 8);
+  const drawn = [...lines.map((d) => d.borderColor), bound.borderColor, alerts.borderColor];
+  assert.equal(new Set(drawn).size, 10);
+  // The eighth line is not the first one's blue again.
+  assert.notEqual(lines[7].borderColor, lines[0].borderColor);
+  // Each line lies over the ones before it with gaps, in a dash and point style of its own.
+  assert.ok(lines.every((d, i) => i === 0 || d.order < lines[i - 1].order));
+  assert.ok(lines.slice(1).every((d) => d.borderDash.length > 0));
+  assert.equal(new Set(lines.map((d) => JSON.stringify([d.borderDash, d.pointStyle]))).size, 8);
+  // Their points are hollow, so those beneath show through.
+  assert.ok(lines.slice(1).every((d) => d.pointBackgroundColor === "transparent"));
+  assert.equal(lines[0].pointBackgroundColor, lines[0].borderColor);
+  // The bound and the alerts stay beneath the lines, as before.
+  assert.ok(lines.every((d) => d.order < bound.order && bound.order < alerts.order));
+  // The legend and the tooltip still list the lines in the order of the payload.
+  const items = [5, 0, 7, 2].map((datasetIndex) => ({ datasetIndex }));
+  assert.deepEqual(items.sort(byDatasetIndex).map((i) => i.datasetIndex), [0, 2, 5, 7]);
+});
+
+test("it keeps lines solid while they run apart, and breaks one that meets another", async () => {
+  const { runsAlongEarlier } = await import("../src/series.js");
+  const line = (...data) => ({ data });
+
+  // 0 to 1000 bytes: lines 5 bytes apart or less would be drawn one over the other.
+  const apart = [line(0, 500, 1000), line(100, 600, null), line(200, null, 900)];
+  const meets = [line(0, 500, 1000), line(null, 700, 995), line(300, 704, 600)];
+
+  assert.deepEqual(runsAlongEarlier(apart), [false, false, false]);
+  assert.deepEqual(runsAlongEarlier(meets), [false, true, true]);
+  assert.deepEqual(runsAlongEarlier([line(7, 7), line(7, 7)]), [false, true]);
+});
+

@@ -245,6 +245,17 @@ WIDTHS = """() => Object.fromEntries([...document.querySelectorAll(".table-scrol
                       clientWidth: window.innerWidth }]]))"""
 
 
+LINES = """() => {
+    const chart = window.peakwatchCharts[0];
+    const lines = chart.data.datasets.filter((d) => !d.lowerBound && !d.alerts);
+    return {
+        styles: lines.map((d) => ({ colour: d.borderColor, dashed: d.borderDash.length > 0 })),
+        labels: chart.data.datasets.map((d) => d.label),
+        legend: chart.legend.legendItems.map((item) => item.text),
+    };
+}"""
+
+
 def fits(width: dict) -> bool:
     return width["scrollWidth"] <= width["clientWidth"]
 
@@ -320,3 +331,23 @@ def test_a_crowded_run_page_fits_a_1400_px_window(browser, bundle, live_server, 
         assert fits(widths["Latest results"]), widths
     finally:
         context.close()
+
+
+def test_lines_of_the_same_values_each_keep_a_colour_and_stay_in_sight(
+    page, live_server, crowded_run, screenshot_dir
+):
+    page.goto(f"{live_server.url}/repos/demo/models/mobilenet_v3_large/")
+    page.wait_for_selector("[data-trend-charts][data-ready='true']", timeout=10_000)
+    page.locator("#chart-planned-bytes").screenshot(
+        path=str(screenshot_dir / "trend-identical-lines.png")
+    )
+
+    # Eight lines, one more than the palette, all of the same bytes: each has a colour of
+    # its own, each after the first is broken to show the ones beneath, and the legend
+    # lists them all.
+    lines = page.evaluate(LINES)
+    assert len(lines["styles"]) == 8
+    assert len({line["colour"] for line in lines["styles"]}) == 8
+    assert [line["dashed"] for line in lines["styles"]] == [False] + [True] * 7
+    assert lines["legend"] == lines["labels"]
+    assert page.problems == []
