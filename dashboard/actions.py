@@ -201,12 +201,14 @@ def begin_run(run: Run, *, models: Iterable[tuple[str, str]], strategies: Iterab
         )
     for name in strategies:
         Strategy.objects.get_or_create(name=name)
+    boards = list(boards)
     for name in boards:
         register_board(name)
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.RUNNING,
         started_at=run.started_at or timezone.now(),
         progress_total=total,
+        boards=boards,
     )
 
 

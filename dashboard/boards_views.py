@@ -27,6 +27,8 @@ class BoardHealth:
     reason: str
     queue_depth: int | None  # None: the broker is not Redis, or did not answer
     current_run: Run | None
+    #: Whether a worker consumes the board's queue now; None when that is unknown.
+    consumed: bool | None = None
 
     @property
     def stale(self) -> bool:
@@ -45,6 +47,7 @@ class BoardHealth:
             "reason": self.reason,
             "last_seen": self.board.last_seen.isoformat() if self.board.last_seen else None,
             "queue_depth": self.queue_depth,
+            "consumed": self.consumed,
             "current_run": self.current_run.pk if self.current_run else None,
             "host": info.get("host"),
             "versions": info.get("versions", {}),
@@ -55,6 +58,7 @@ class BoardHealth:
 def board_health() -> list[BoardHealth]:
     board_list = list(Board.objects.all())
     depths = queue.depths([b.queue for b in board_list])
+    idle = queue.unconsumed([b.queue for b in board_list])
     running = {b.pk: (b.info or {}).get("current_run") for b in board_list}
     running = {pk: run for pk, run in running.items() if run}
     runs = Run.objects.select_related("commit", "repository").in_bulk(running.values())
@@ -68,12 +72,22 @@ def board_health() -> list[BoardHealth]:
             reason=info.get("reason", ""),
             queue_depth=depths.get(board.queue),
             current_run=runs.get(running.get(board.pk)),
+            consumed=None if idle is None else board.queue not in idle,
         ))
     return rows
 
 
 def boards_page(request):
     rows = board_health()
+    # Runs are planned on this queue before any board sees them.
+    planning = queue.unconsumed([queue.TRACKING_QUEUE])
+    unplanned = bool(planning)
     if request.GET.get("format") == "json":
-        return JsonResponse({"boards": [row.to_json() for row in rows]})
-    return render(request, "dashboard/boards.html", {"rows": rows})
+        return JsonResponse({
+            "boards": [row.to_json() for row in rows],
+            "planning_queue_consumed": None if planning is None else not unplanned,
+        })
+    return render(
+        request, "dashboard/boards.html",
+        {"rows": rows, "unplanned": unplanned, "planning_queue": queue.TRACKING_QUEUE},
+    )

@@ -281,6 +281,8 @@ class Run(models.Model):
     )
     approved_by = models.CharField(max_length=150, blank=True)
     approved_at = models.DateTimeField(null=True, blank=True)
+    #: The boards the manifest names, once the run is planned: the queues it waits on.
+    boards = models.JSONField(default=list, blank=True)
 
     objects = RunQuerySet.as_manager()
 

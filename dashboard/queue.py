@@ -84,3 +84,45 @@ def _amqp_depths(queues: list[str]) -> dict[str, int]:
         log.warning("no queue depths from the broker: %s", exc)
         return {}
     return found
+
+
+#: Seconds a list of consumers is reused: asking every worker costs up to a second.
+CONSUMERS_TTL = 15
+CONSUMERS_KEY = "peakwatch:queue-consumers"
+
+
+def consumers(timeout: float = 1.0) -> dict[str, list[str]] | None:
+    """The workers consuming each queue, as they answer a broadcast now; None when that
+    cannot be known (no broker: tasks run in process; the broker did not answer).
+
+    A queue no worker consumes keeps its runs waiting forever, while the boards page, which
+    shows what workers last reported, still reads "online": this is what says so.
+    """
+    from django.core.cache import cache
+
+    if app.conf.task_always_eager:
+        return None
+    known = cache.get(CONSUMERS_KEY)
+    if known is not None:
+        return known
+    try:
+        answers = app.control.inspect(timeout=timeout).active_queues() or {}
+    except Exception as exc:  # a broker that cannot be reached leaves it unknown
+        log.warning("could not ask the workers which queues they consume: %s", exc)
+        return None
+    found: dict[str, list[str]] = {}
+    for worker, queues in answers.items():
+        for entry in queues or []:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if name:
+                found.setdefault(name, []).append(worker)
+    cache.set(CONSUMERS_KEY, found, CONSUMERS_TTL)
+    return found
+
+
+def unconsumed(queues: list[str]) -> list[str] | None:
+    """Those of ``queues`` no worker consumes now; None when that cannot be known."""
+    found = consumers()
+    if found is None:
+        return None
+    return [name for name in dict.fromkeys(queues) if not found.get(name)]
