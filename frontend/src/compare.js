@@ -3,6 +3,7 @@
 
 import { Chart, Legend, LinearScale, LineElement, PointElement, ScatterController, Tooltip } from "chart.js";
 
+import { bytesAxis } from "./axes.js";
 import { formatBytes, formatMs } from "./format.js";
 import { palette, seriesStyles } from "./palette.js";
 import { scatterDatasets } from "./pareto.js";
@@ -52,11 +53,7 @@ function drawModel(canvas, entry, colours) {
           ticks: { color: colours.text, callback: (value) => formatMs(value) },
           grid: { color: colours.grid },
         },
-        y: {
-          title: { display: true, text: "planned bytes", color: colours.text },
-          ticks: { color: colours.text, callback: (value) => formatBytes(value) },
-          grid: { color: colours.grid },
-        },
+        y: bytesAxis(colours, "planned bytes"),
       },
       plugins: {
         legend: { labels: { color: colours.text, usePointStyle: true, sort: byDatasetIndex } },

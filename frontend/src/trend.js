@@ -13,7 +13,8 @@ import {
 } from "chart.js";
 import zoomPlugin from "chartjs-plugin-zoom";
 
-import { binaryTicks, formatAxisBytes, formatBytes, formatExactBytes, formatMs } from "./format.js";
+import { bytesAxis } from "./axes.js";
+import { formatBytes, formatExactBytes, formatMs } from "./format.js";
 import { palette } from "./palette.js";
 import {
   alertDataset,
@@ -31,27 +32,6 @@ function withAlerts(trend, chartData, kind) {
   const alerts = alertDataset(trend, chartData, kind);
   if (alerts) chartData.datasets.push(alerts);
   return chartData;
-}
-
-/** A y axis whose ticks are multiples of a power of two bytes, labelled in round units. */
-function bytesAxis(colours) {
-  return {
-    // Our own range: Chart.js would widen it to its decimal "nice" ticks.
-    bounds: "data",
-    afterDataLimits: (scale) => {
-      const ticks = binaryTicks(scale.min, scale.max);
-      scale.min = ticks[0];
-      scale.max = ticks[ticks.length - 1];
-    },
-    afterBuildTicks: (scale) => {
-      scale.ticks = binaryTicks(scale.min, scale.max).map((value) => ({ value }));
-    },
-    ticks: {
-      color: colours.text,
-      callback: (value, index, ticks) => formatAxisBytes(value, ticks.length > 1 ? ticks[1].value - ticks[0].value : value),
-    },
-    grid: { color: colours.grid },
-  };
 }
 
 function drawChart(canvas, chartData, { formatValue, formatExact, colours, binary = false }) {

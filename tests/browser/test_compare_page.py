@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from dashboard.models import Run
@@ -32,3 +34,29 @@ def test_it_draws_base_head_and_the_pareto_front_for_each_model(
         assert datasets[2]["label"] == "Pareto front (head)"
     assert page.problems == []
     page.screenshot(path=str(screenshot_dir / "compare-page.png"), full_page=True)
+
+
+Y_TICKS = """() => window.peakwatchCharts.map((chart) => chart.scales.y.ticks.map((tick) => ({
+    value: tick.value, label: tick.label,
+})))"""
+
+
+def test_its_bytes_axes_tick_at_round_binary_sizes(page, live_server, recorded_history):
+    first, last = (Run.objects.get(pk=run.pk).commit for run in (recorded_history[0],
+                                                                  recorded_history[-1]))
+
+    page.goto(f"{live_server.url}/repos/demo/compare/{first.sha}...{last.sha}/")
+    page.wait_for_selector("[data-pareto-charts][data-ready='true']", timeout=10_000)
+
+    residual, small = page.evaluate(Y_TICKS)
+    for ticks in (residual, small):
+        values = [tick["value"] for tick in ticks]
+        step = values[1] - values[0]
+        assert step & (step - 1) == 0, values  # a power of two bytes
+        assert all(b - a == step for a, b in zip(values, values[1:], strict=False))
+        assert all(re.fullmatch(r"\d+ KiB", tick["label"]) for tick in ticks), ticks
+    # residual-cnn planned 180,000 to 332,288 bytes; small-cnn 45,000 to 92,288.
+    assert [tick["label"] for tick in residual] == [
+        "160 KiB", "192 KiB", "224 KiB", "256 KiB", "288 KiB", "320 KiB", "352 KiB",
+    ]
+    assert page.problems == []

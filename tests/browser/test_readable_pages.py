@@ -129,9 +129,13 @@ def test_the_bytes_axes_step_in_round_binary_units(page, live_server, recorded_h
         assert all(value % step == 0 for value in values)
         for tick in ticks:
             assert re.fullmatch(r"(0 B|[\d,]+(\.\d{1,2})? (B|KiB|MiB))", tick["label"]), tick
-        # small-cnn's planned bytes (45-100 KiB) tick every 16 KiB, labelled in whole KiB.
+    # small-cnn's planned bytes (45,000 to 92,288) tick every 8 KiB, labelled in whole KiB,
+    # from the bottom of the axis to its top: none falls off the chart.
     planned = page.evaluate(TICKS)[0]
-    assert [t["label"] for t in planned][:2] == ["32 KiB", "48 KiB"]
+    assert [t["label"] for t in planned] == [f"{k} KiB" for k in range(40, 97, 8)]
+    bottom, top = page.evaluate("() => [window.peakwatchCharts[0].scales.y.min, "
+                                "window.peakwatchCharts[0].scales.y.max]")
+    assert (planned[0]["value"], planned[-1]["value"]) == (bottom, top)
     assert page.problems == []
     page.locator("#chart-planned-bytes").screenshot(path=str(screenshot_dir / "trend-axis.png"))
 

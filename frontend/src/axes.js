@@ -1,0 +1,33 @@
+// Chart.js axis options shared by the charts. Pure, so node --test covers them.
+
+import { binaryTicks, formatAxisBytes } from "./format.js";
+
+/**
+ * A y axis of bytes whose ticks are multiples of a power of two bytes, labelled in round
+ * binary units (32 KiB, 64 KiB, 96 KiB rather than 195.3 KiB, 293.0 KiB), from a tick at or
+ * below the lowest value to one at or above the highest. ``title``: the axis's, if any.
+ */
+export function bytesAxis(colours, title = "") {
+  return {
+    // Our own range: Chart.js would widen it to its decimal "nice" ticks.
+    bounds: "data",
+    afterDataLimits: (scale) => {
+      const ticks = binaryTicks(scale.min, scale.max);
+      scale.min = ticks[0];
+      scale.max = ticks[ticks.length - 1];
+      // Kept for afterBuildTicks: ticks worked out again for the widened range may take a
+      // coarser step and start below it, off the chart.
+      scale.binaryTicks = ticks;
+    },
+    afterBuildTicks: (scale) => {
+      scale.ticks = scale.binaryTicks.map((value) => ({ value }));
+    },
+    ticks: {
+      color: colours.text,
+      callback: (value, index, ticks) =>
+        formatAxisBytes(value, ticks.length > 1 ? ticks[1].value - ticks[0].value : value),
+    },
+    grid: { color: colours.grid },
+    ...(title ? { title: { display: true, text: title, color: colours.text } } : {}),
+  };
+}
