@@ -11,6 +11,7 @@ import json
 import logging
 import re
 from dataclasses import asdict, dataclass
+from difflib import SequenceMatcher
 
 from dashboard.models import Commit, Repository, Result, Toolchain
 
@@ -291,13 +292,187 @@ def load_plan(result: Result) -> dict | None:
     return plan if isinstance(plan, dict) else None
 
 
+#: How a plan names what a tensor is for: an operator's result, a kernel's temporary lifted
+#: into the plan (named ``kernel.buffer``), or an output handed to the caller.
+ROLES = {"intermediate": "intermediate", "temporary": "kernel temporary", "output": "output"}
+
+# TVM numbers kernels of one name in the order it meets them (conv2d, conv2d1, ...; their
+# fusion fused_conv2d1_add1_relu1), so the numbers move whenever a layer comes or goes.
+_KERNEL_NUMBER = re.compile(r"(?<=[A-Za-z])\d+(?=_|$)")
+
+
+def operator_kind(producer: str) -> str:
+    """``producer`` without TVM's numbering: ``fused_conv2d1_add1_relu1`` is a
+    ``fused_conv2d_add_relu``."""
+    return _KERNEL_NUMBER.sub("", producer or "")
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+@dataclass
+class _PlanTensor:
+    """One tensor of a plan as the diff sees it: what it is, not what it is called."""
+
+    tensor: dict
+    role: str
+    #: The producer's operator kind (a temporary: its kernel's, and the buffer's name);
+    #: "" where the plan names no producer.
+    kind: str
+    producer: str
+    #: The n-th tensor (from 1) of this role and kind in graph order.
+    call: int = 0
+    #: The kind pairing goes by: "" where a tensor of its role names no producer on either
+    #: side, since a known kind never equals an unknown one.
+    paired_kind: str = ""
+
+    @property
+    def identity(self) -> tuple:
+        return (self.role, self.paired_kind, tuple(self.tensor.get("shape") or ()),
+                self.tensor.get("dtype"))
+
+
+@dataclass
+class _ReadPlan:
+    arena: list[_PlanTensor]
+    outputs: list[_PlanTensor]
+    #: Whether the plan.json recorded roles and graph positions (written since they were).
+    positioned: bool
+    #: How many tensors of each role name no producer.
+    unnamed: dict[str, int]
+
+
+def _read_plan(plan: dict) -> _ReadPlan:
+    def tensors(key):
+        found = plan.get(key)
+        return [t for t in found if isinstance(t, dict) and "id" in t] if isinstance(
+            found, list) else []
+
+    arena, outputs = tensors("tensors"), tensors("outputs")
+    positioned = all(
+        "binding_index" in t and "role" in t for t in arena + outputs
+    )
+
+    def entry(tensor: dict, default_role: str) -> _PlanTensor:
+        name = str(tensor["id"])
+        kernel, dot, buffer = name.partition(".")
+        role = tensor.get("role") if tensor.get("role") in ROLES else (
+            "temporary" if dot and default_role != "output" else default_role)
+        producer = str(tensor.get("producer") or (kernel if role == "temporary" else ""))
+        if role == "temporary":
+            # Where one kernel is called several times, its temporaries are buffer@binding.
+            kind = f"{operator_kind(kernel)}.{buffer.split('@', 1)[0]}"
+        else:
+            kind = operator_kind(producer)
+        return _PlanTensor(tensor, role, kind, producer)
+
+    def in_graph_order(entries: list[_PlanTensor]) -> list[_PlanTensor]:
+        # Plans list tensors in binding order; the index, where recorded, says so exactly.
+        if positioned:
+            entries = sorted(entries, key=lambda e: e.tensor["binding_index"])
+        counts: dict[tuple[str, str], int] = {}
+        for e in entries:
+            counts[e.role, e.kind] = e.call = counts.get((e.role, e.kind), 0) + 1
+        return entries
+
+    read_arena = in_graph_order([entry(t, "intermediate") for t in arena])
+    read_outputs = in_graph_order([entry(t, "output") for t in outputs])
+    unnamed: dict[str, int] = {}
+    for e in read_arena + read_outputs:
+        if not e.kind:
+            unnamed[e.role] = unnamed.get(e.role, 0) + 1
+    return _ReadPlan(read_arena, read_outputs, positioned, unnamed)
+
+
+def _pair(old: list[_PlanTensor], new: list[_PlanTensor]) -> list[tuple]:
+    """(before, after) pairs in graph order, None on the side a tensor is missing from.
+
+    The two graphs are aligned as sequences of what each tensor is (role, producer's kind,
+    shape, dtype), as a text diff aligns lines: a layer inserted or removed shifts the
+    others without unpairing them. Between the stretches that agree, tensors of one role
+    and producer kind are paired in order (the same layer, reshaped); a tensor with no
+    producer named is paired only where everything agrees.
+    """
+    pairs: list[tuple] = []
+    matcher = SequenceMatcher(
+        None, [e.identity for e in old], [e.identity for e in new], autojunk=False
+    )
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs += zip(old[i1:i2], new[j1:j2], strict=True)
+            continue
+        left, right = old[i1:i2], new[j1:j2]
+        by_kind = SequenceMatcher(
+            None,
+            [(e.role, e.paired_kind) if e.paired_kind else ("", i) for i, e in enumerate(left)],
+            [(e.role, e.paired_kind) if e.paired_kind else ("", -1 - j)
+             for j, e in enumerate(right)],
+            autojunk=False,
+        )
+        for kind_tag, a1, a2, b1, b2 in by_kind.get_opcodes():
+            if kind_tag == "equal":
+                pairs += zip(left[a1:a2], right[b1:b2], strict=True)
+            else:
+                pairs += [(e, None) for e in left[a1:a2]]
+                pairs += [(None, e) for e in right[b1:b2]]
+    return pairs
+
+
 @dataclass
 class TensorChange:
+    #: The tensor's name in the newer plan (the older one's for a tensor that is gone).
     id: str
-    status: str  # "changed", "added" or "removed"
+    status: str  # "changed", "added" (new) or "removed" (gone)
     fields: dict  # field -> [before, after]
     before: dict | None
     after: dict | None
+    role: str = "intermediate"
+    #: The operator writing it on each side (None where it is missing).
+    producers: tuple = (None, None)
+    #: Its producer's kind without TVM's numbering, and which call of that kind it is.
+    kind: str = ""
+    calls: tuple = (None, None)
+
+    @property
+    def base_id(self) -> str | None:
+        return self.before["id"] if self.before else None
+
+    @property
+    def head_id(self) -> str | None:
+        return self.after["id"] if self.after else None
+
+    @property
+    def renamed(self) -> bool:
+        return bool(self.before and self.after and self.base_id != self.head_id)
+
+    @property
+    def producer(self) -> str:
+        return self.producers[1] or self.producers[0] or ""
+
+    @property
+    def names(self) -> list[str]:
+        """Its name on each side where it has one, once if the same; a temporary's without
+        its kernel, which the row names as its producer."""
+        found = [self.base_id, self.head_id]
+        if self.role == "temporary":
+            found = [name and name.partition(".")[2] for name in found]
+        return list(dict.fromkeys(name for name in found if name))
+
+    @property
+    def role_label(self) -> str:
+        return ROLES.get(self.role, self.role)
+
+    @property
+    def call_text(self) -> str:
+        """Which call of its operator kind it is ("3rd call", "3rd → 4th call")."""
+        before, after = self.calls
+        if not self.kind:
+            return ""
+        if before and after and before != after:
+            return f"{_ordinal(before)} → {_ordinal(after)} call"
+        return f"{_ordinal(after or before)} call"
 
     @property
     def resized(self) -> bool:
@@ -312,33 +487,103 @@ class TensorChange:
         return "lower" in self.fields or "upper" in self.fields
 
 
+def _span(tensor: dict):
+    lower, upper = tensor.get("lower"), tensor.get("upper")
+    if isinstance(lower, int) and isinstance(upper, int):
+        return upper - lower
+    return (lower, upper)
+
+
+def _change(a: _PlanTensor | None, b: _PlanTensor | None) -> TensorChange | None:
+    one = b or a
+    common = dict(
+        role=one.role, kind=one.kind,
+        producers=(a.producer if a else None, b.producer if b else None),
+        calls=(a.call if a else None, b.call if b else None),
+    )
+    if a is None:
+        return TensorChange(b.tensor["id"], "added", {}, None, b.tensor, **common)
+    if b is None:
+        return TensorChange(a.tensor["id"], "removed", {}, a.tensor, None, **common)
+    fields = {
+        f: [a.tensor.get(f), b.tensor.get(f)] for f in PLAN_FIELDS
+        if a.tensor.get(f) != b.tensor.get(f)
+    }
+    if _span(a.tensor) == _span(b.tensor):
+        # Steps count bindings: a layer coming or going earlier in the graph shifts every
+        # later lifetime without the tensor living any longer.
+        fields.pop("lower", None)
+        fields.pop("upper", None)
+    if not fields:
+        return None
+    return TensorChange(b.tensor["id"], "changed", fields, a.tensor, b.tensor, **common)
+
+
+def _matching_notes(old: _ReadPlan, new: _ReadPlan) -> list[str]:
+    """What the pairing had to do without, in words for the page."""
+    notes = []
+    for side, plan in (("base", old), ("head", new)):
+        if not plan.positioned and (plan.arena or plan.outputs):
+            notes.append(
+                f"The {side} plan.json was written before plans recorded each tensor's role "
+                "and place in the graph: its tensors were taken in the order listed, and "
+                "roles read from their names."
+            )
+        if plan.unnamed:
+            count = sum(plan.unnamed.values())
+            roles = " and ".join(f"{ROLES[role]}s" for role in plan.unnamed)
+            notes.append(
+                f"{count} tensor{'s' if count != 1 else ''} of the {side} plan "
+                f"name{'' if count != 1 else 's'} no producer: {roles} were paired only where "
+                "shape, dtype and place in the graph all agree."
+            )
+    return notes
+
+
 def diff_plans(before: dict, after: dict) -> dict:
-    """Which tensors changed size, lifetime or offset between two plans (matched by id)."""
-    old = {t["id"]: t for t in before.get("tensors", []) if isinstance(t, dict) and "id" in t}
-    new = {t["id"]: t for t in after.get("tensors", []) if isinstance(t, dict) and "id" in t}
-    changes: list[TensorChange] = []
-    for tensor_id in [*old, *(i for i in new if i not in old)]:
-        a, b = old.get(tensor_id), new.get(tensor_id)
-        if a is None:
-            changes.append(TensorChange(tensor_id, "added", {}, None, b))
-        elif b is None:
-            changes.append(TensorChange(tensor_id, "removed", {}, a, None))
-        else:
-            fields = {f: [a.get(f), b.get(f)] for f in PLAN_FIELDS if a.get(f) != b.get(f)}
-            if fields:
-                changes.append(TensorChange(tensor_id, "changed", fields, a, b))
+    """Which tensors changed size, offset, shape or how long they live between two plans,
+    which are new and which are gone.
+
+    Tensors are paired by what they are (role, producer, its place among the calls of that
+    producer, shape and dtype), not by name: names such as ``alloc3`` are renumbered
+    whenever the graph changes. ``matching`` says what the pairing had to do without, for
+    plan.json files written before plans recorded roles and places in the graph.
+    """
+    old, new = _read_plan(before), _read_plan(after)
+    everything = old.arena + old.outputs + new.arena + new.outputs
+    blind = {e.role for e in everything if not e.kind}
+    for e in everything:
+        e.paired_kind = "" if e.role in blind else e.kind
+    pairs = _pair(old.arena, new.arena) + _pair(old.outputs, new.outputs)
+    changes = [c for c in (_change(a, b) for a, b in pairs) if c is not None]
+    paired = sum(a is not None and b is not None for a, b in pairs)
+    notes = _matching_notes(old, new)
     return {
         "arena_bytes": [before.get("arena_bytes"), after.get("arena_bytes")],
-        "tensor_count": [len(old), len(new)],
-        "unchanged": len(old.keys() & new.keys()) - sum(c.status == "changed" for c in changes),
+        "tensor_count": [len(old.arena), len(new.arena)],
+        "output_count": [len(old.outputs), len(new.outputs)],
+        "unchanged": paired - sum(c.status == "changed" for c in changes),
         "resized": sum(c.resized for c in changes),
         "moved": sum(c.moved for c in changes),
         "lifetime_changed": sum(c.lifetime_changed for c in changes),
         "added": sum(c.status == "added" for c in changes),
         "removed": sum(c.status == "removed" for c in changes),
         "changes": changes,
+        "matching": {"fallback": bool(notes), "notes": notes},
+        # Every pair, changed or not, by its names on both sides.
+        "pairs": [[a.tensor["id"], b.tensor["id"]] for a, b in pairs if a and b],
+        # Each side's names of what changed in the arena, to outline on its own timeline.
+        "changed_ids": {
+            "base": [c.base_id for c in changes if c.base_id and c.role != "output"],
+            "head": [c.head_id for c in changes if c.head_id and c.role != "output"],
+        },
     }
 
 
 def plan_diff_json(diff: dict) -> dict:
-    return {**diff, "changes": [asdict(c) for c in diff["changes"]]}
+    return {
+        **diff,
+        "changes": [
+            {**asdict(c), "base_id": c.base_id, "head_id": c.head_id} for c in diff["changes"]
+        ],
+    }

@@ -176,8 +176,8 @@ def plan_diff_page(request, base: int, head: int):
     return render(
         request, "dashboard/plan_diff.html",
         {"base": base, "head": head, "diff": diff,
-         "timelines": {"base": before, "head": after,
-                       "changed": [change.id for change in diff["changes"]]},
+         # Each side outlines what changed under its own names.
+         "timelines": {"base": before, "head": after, "changed": diff["changed_ids"]},
          "json_url": reverse("plan-diff-json", args=[base.pk, head.pk])},
     )
 

@@ -1,5 +1,5 @@
 // The plan diff: both plans' timelines, one above the other on the same scale, with the
-// tensors that changed (resized, moved, a new lifetime, added or removed) outlined on both.
+// tensors that changed (resized, moved, a new lifetime, new or gone) outlined on both.
 
 import { timelineEnds } from "./timeline.js";
 import { drawTimeline } from "./timeline_svg.js";
@@ -9,7 +9,9 @@ function start() {
   const containers = [...document.querySelectorAll("[data-diff-timeline]")];
   if (!payload || !containers.length) return;
   const { base, head, changed } = JSON.parse(payload.textContent);
-  const highlight = new Set(changed);
+  // Paired tensors may carry different names on the two sides (alloc3 before, alloc4
+  // after): each side outlines its own.
+  const highlight = { base: new Set(changed.base), head: new Set(changed.head) };
   const ends = [base, head].map(timelineEnds);
   const scale = {
     timeEnd: Math.max(...ends.map((e) => e.timeEnd)),
@@ -17,10 +19,11 @@ function start() {
   };
   const draw = () => {
     for (const container of containers) {
-      const timeline = container.dataset.diffTimeline === "base" ? base : head;
+      const side = container.dataset.diffTimeline === "base" ? "base" : "head";
+      const timeline = side === "base" ? base : head;
       // Shorter on a phone: both plans stay on screen together.
       const height = container.clientWidth < 600 ? 220 : 300;
-      drawTimeline(container, timeline, { highlight, scale, height });
+      drawTimeline(container, timeline, { highlight: highlight[side], scale, height });
     }
   };
   draw();

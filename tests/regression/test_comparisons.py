@@ -126,7 +126,7 @@ def test_a_plan_diff_finds_resized_moved_and_longer_lived_tensors(client, two_co
     assert changes["d"]["status"] == "added"
     assert (data["resized"], data["moved"], data["lifetime_changed"], data["added"]) == (1, 1, 1, 1)
     assert 'data-tensor="a"' in page
-    assert "1 resized, 1 with a new lifetime, 1 moved, 1 added, 0 removed" in page
+    assert "1 resized, 1 with a new lifetime, 1 moved; 1 new, 0 gone" in page
 
 
 def test_a_plan_diff_needs_both_plans(client, two_commits):
