@@ -63,6 +63,14 @@ class ComparisonRow:
         return _delta(self.base_bytes, self.head_bytes)[1]
 
     @property
+    def parts(self) -> list[dict]:
+        """Planned bytes in their parts on both sides (``breakdown_change``)."""
+        return breakdown_change(
+            self.base.breakdown if self.base else None,
+            self.head.breakdown if self.head else None,
+        )
+
+    @property
     def base_latency(self):
         return self.base.latency_median_ms if self.base else None
 
@@ -94,7 +102,89 @@ class ComparisonRow:
             "head_latency_ms": self.head_latency,
             "latency_delta_ms": self.latency_delta,
             "latency_relative": self.latency_relative,
+            "base_parts": self.base.breakdown.to_json() if self.base and self.base.breakdown
+            else None,
+            "head_parts": self.head.breakdown.to_json() if self.head and self.head.breakdown
+            else None,
         }
+
+
+#: How each part of planned bytes is named on the pages.
+PARTS = (
+    ("arena", "Arena (intermediates)"),
+    ("workspace", "Kernel workspace"),
+    ("outputs", "Outputs"),
+)
+_SOURCES = {"measured": "measured", "estimate": "estimated"}
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Planned bytes in their parts: the arena holding the intermediates, the workspace
+    TVM's pool holds for kernel temporaries (outside the plan), and the outputs handed to
+    the caller. A part a result did not record is None, never worked out from the others."""
+
+    planned: int | None = None
+    arena: int | None = None
+    workspace: int | None = None
+    #: "measured" or "estimate"; "" where the result did not say.
+    workspace_source: str = ""
+    outputs: int | None = None
+
+    @classmethod
+    def of(cls, result) -> Breakdown:
+        details = result.details if isinstance(result.details, dict) else {}
+        return cls.from_columns(
+            result.planned_bytes, result.intermediate_bytes, result.output_bytes,
+            details.get("kernel_workspace_bytes"), details.get("kernel_workspace_source"),
+        )
+
+    @classmethod
+    def from_columns(cls, planned, arena, outputs, workspace, source) -> Breakdown:
+        # Read from a JSON field, so checked: anything but a count is not a measurement.
+        if isinstance(workspace, bool) or not isinstance(workspace, int) or workspace < 0:
+            workspace = None
+        source = source if source in _SOURCES and workspace is not None else ""
+        return cls(planned, arena, workspace, source, outputs)
+
+    @property
+    def known(self) -> bool:
+        return any(v is not None for v in (self.arena, self.workspace, self.outputs))
+
+    @property
+    def workspace_how(self) -> str:
+        """"measured", "estimated" or "" (not recorded)."""
+        return _SOURCES.get(self.workspace_source, "")
+
+    def part(self, key: str) -> int | None:
+        return getattr(self, key)
+
+    def to_json(self) -> dict:
+        return {
+            "arena_bytes": self.arena,
+            "kernel_workspace_bytes": self.workspace,
+            "kernel_workspace_source": self.workspace_source or None,
+            "output_bytes": self.outputs,
+        }
+
+
+def breakdown_change(before: Breakdown | None, after: Breakdown | None) -> list[dict]:
+    """Planned bytes, then each of its parts, on both sides with its change (None where
+    either side lacks it), and how the kernel workspace was had on each side."""
+    a = before.planned if before else None
+    b = after.planned if after else None
+    rows = [{"key": "planned", "label": "Planned", "before": a, "after": b,
+             "change": _delta(a, b)[0]}]
+    for key, label in PARTS:
+        a = before.part(key) if before else None
+        b = after.part(key) if after else None
+        row = {"key": key, "label": label, "before": a, "after": b,
+               "change": _delta(a, b)[0]}
+        if key == "workspace":
+            row["how"] = [before.workspace_how if before else "",
+                          after.workspace_how if after else ""]
+        rows.append(row)
+    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +199,7 @@ class Figures:
     reused_from_id: int | None = None
     #: (model, strategy, board, toolchain) ids, as ``Alert``s name a series.
     series_ids: tuple[int, int, int, int] | None = None
+    breakdown: Breakdown | None = None
 
     @property
     def is_reused(self) -> bool:
@@ -126,10 +217,18 @@ def results_of(commit: Commit) -> dict[tuple[str, str, str, str], Figures]:
             "model__name", "strategy__name", "board__name", "toolchain__spec",
             "id", "planned_bytes", "latency_median_ms", "reused_from_id",
             "model_id", "strategy_id", "board_id", "toolchain_id",
+            "intermediate_bytes", "output_bytes",
+            "details__kernel_workspace_bytes", "details__kernel_workspace_source",
         )
     )
     # Ascending ids: a later run's Result replaces the earlier one of its series.
-    return {tuple(row[:4]): Figures(*row[4:8], series_ids=row[8:]) for row in rows}
+    return {
+        tuple(row[:4]): Figures(
+            *row[4:8], series_ids=row[8:12],
+            breakdown=Breakdown.from_columns(row[5], *row[12:]),
+        )
+        for row in rows
+    }
 
 
 def compare_commits(

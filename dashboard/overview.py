@@ -180,6 +180,8 @@ def open_alerts_html(request, *, maintainer: bool, here: str) -> str:
     commits = list(Alert.objects.open().newest_commits()[: OPEN_ALERT_COMMITS + 1])
     groups = (
         Alert.objects.open().filter(commit_id__in=commits[:OPEN_ALERT_COMMITS])
+        # A row shows what the alerted result's planned bytes are made of.
+        .select_related("result")
         .grouped_by_commit()
     )
     return render_to_string(

@@ -176,6 +176,9 @@ def plan_diff_page(request, base: int, head: int):
     return render(
         request, "dashboard/plan_diff.html",
         {"base": base, "head": head, "diff": diff,
+         "parts": compare.breakdown_change(
+             compare.Breakdown.of(base), compare.Breakdown.of(head)
+         ),
          # Each side outlines what changed under its own names.
          "timelines": {"base": before, "head": after, "changed": diff["changed_ids"]},
          "json_url": reverse("plan-diff-json", args=[base.pk, head.pk])},
@@ -186,13 +189,18 @@ def plan_diff_page(request, base: int, head: int):
 def plan_diff_json(request, base: int, head: int):
     base, head, diff, _ = _plan_diff(base, head)
     return JsonResponse(
-        {"base_result": base.pk, "head_result": head.pk, **compare.plan_diff_json(diff)}
+        {"base_result": base.pk, "head_result": head.pk,
+         "parts": compare.breakdown_change(
+             compare.Breakdown.of(base), compare.Breakdown.of(head)
+         ),
+         **compare.plan_diff_json(diff)}
     )
 
 
 @require_GET
 def alerts_page(request):
-    alerts = Alert.objects.all()
+    # The alerted result too: a row shows what its planned bytes are made of.
+    alerts = Alert.objects.select_related("result")
     repository = request.GET.get("repository", "")
     commit = request.GET.get("commit", "")
     state = request.GET.get("state", "")

@@ -326,6 +326,7 @@ def result_plan(request, pk: int):
                 "arena_bytes": (plan or {}).get("arena_bytes"),
             } if plan else None,
             "placed": sum(1 for t in tensors if t.get("offset") is not None),
+            "breakdown": compare.Breakdown.of(result),
             "peak": peak,
             "parent": parent,
             "siblings": siblings,

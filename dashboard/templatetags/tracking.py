@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
+from dashboard import compare
 from dashboard.templatetags.peakwatch import MISSING, bytes_cell, human_bytes, ms
 
 register = template.Library()
@@ -80,6 +81,42 @@ def grouped(value) -> str:
         return str(value)
 
 
+_PART_WORDS = {"arena": "arena", "workspace": "kernel workspace", "outputs": "outputs"}
+
+
+def _parts_html(before, after) -> str:
+    """Planned bytes in their parts (``compare.Breakdown``s; None for a side that has no
+    result), each part's change where both sides have one, and whether the kernel
+    workspace was measured or estimated. Plain HTML of numbers and fixed words."""
+    both = before is not None and after is not None
+    pieces = []
+    for part in compare.breakdown_change(before, after):
+        key, a, b = part["key"], part["before"], part["after"]
+        if key == "planned":
+            continue
+        label = _PART_WORDS[key]
+        if key == "workspace":
+            how = [h or "not recorded how" for h, side in zip(part["how"], (before, after),
+                                                                  strict=True) if side]
+            label += f" ({' → '.join(dict.fromkeys(how))})"
+        if both and a != b:
+            value = f"{bytes_cell(a)} → {bytes_cell(b)} {signed_bytes_cell(part['change'])}"
+        else:
+            value = bytes_cell(b if after is not None else a)
+        pieces.append(f'<span data-part="{key}">{label} {value}</span>')
+    return f'<span class="sub" data-parts>{" · ".join(pieces)}</span>'
+
+
+@register.simple_tag
+def planned_parts(before, after) -> str:
+    """What planned bytes are made of, for Results ``before`` and ``after`` (either may be
+    None): see ``_parts_html``."""
+    return mark_safe(_parts_html(
+        compare.Breakdown.of(before) if before is not None else None,
+        compare.Breakdown.of(after) if after is not None else None,
+    ))
+
+
 _REUSED = (
     ' <span class="muted" title="not recompiled: same model, strategy, TVM and target as an'
     ' earlier run">cached</span>'
@@ -128,4 +165,10 @@ def comparison_rows(rows, by_toolchain: bool = False) -> str:
             f'<tr><th scope="row">{name}</th><td>{escape(row.board)}</td>{numbers}'
             f"<td>{links}</td></tr>"
         )
+        parts = [side.breakdown if side else None for side in (row.base, row.head)]
+        if any(p is not None and p.known for p in parts):
+            html.append(
+                f'<tr class="parts-row"><td colspan="{2 + len(cells) + 1}">'
+                f"{_parts_html(*parts)}</td></tr>"
+            )
     return mark_safe("\n".join(html))  # text escaped above; the rest is numbers
