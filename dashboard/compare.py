@@ -13,6 +13,8 @@ import re
 from dataclasses import asdict, dataclass
 from difflib import SequenceMatcher
 
+import numpy as np
+
 from dashboard.models import Commit, Repository, Result, Toolchain
 
 log = logging.getLogger(__name__)
@@ -485,15 +487,98 @@ def _read_plan(plan: dict) -> _ReadPlan:
     return _ReadPlan(read_arena, read_outputs, positioned, unnamed)
 
 
-def _pair(old: list[_PlanTensor], new: list[_PlanTensor]) -> list[tuple]:
-    """(before, after) pairs in graph order, None on the side a tensor is missing from.
+#: Costs of aligning two graphs: a tensor paired with one of its kind in another shape, and
+#: a tensor left unpaired. Pairing two reshaped tensors (2 x 1) costs less than leaving both
+#: unpaired (2 x 2), so a layer that only changed shape stays paired; a tensor that is the
+#: same on both sides costs nothing, so an inserted layer is unpaired rather than pairing
+#: every later tensor with its predecessor.
+_RESHAPED, _UNPAIRED = 1, 2
+_NEVER = 1 << 40
+#: Graphs whose differing stretch is larger than this (tensors before x after) are aligned
+#: the quicker way (``_pair_roughly``), and the page says so.
+MAX_ALIGNED_CELLS = 16_000_000
 
-    The two graphs are aligned as sequences of what each tensor is (role, producer's kind,
-    shape, dtype), as a text diff aligns lines: a layer inserted or removed shifts the
-    others without unpairing them. Between the stretches that agree, tensors of one role
-    and producer kind are paired in order (the same layer, reshaped); a tensor with no
-    producer named is paired only where everything agrees.
+
+def _pair(old: list[_PlanTensor], new: list[_PlanTensor]) -> tuple[list[tuple], bool]:
+    """(before, after) pairs in graph order, None on the side a tensor is missing from, and
+    whether the alignment was the cheapest one (False: too large, aligned roughly).
+
+    The two graphs are aligned as sequences of what each tensor is, as a text diff aligns
+    lines, at the least cost (``_RESHAPED``, ``_UNPAIRED``): a tensor pairs only with one of
+    its role and producer kind, and a tensor with no producer named only with one that
+    agrees in everything. A layer inserted or removed leaves the others paired; a resolution
+    or a width changing everywhere pairs every layer with itself, reshaped, not with another
+    layer that happens to have its shape now.
     """
+    # Most commits change a stretch of the graph: the ends that agree pair as they are.
+    same = [a.identity == b.identity for a, b in zip(old, new, strict=False)]
+    start = same.index(False) if False in same else len(same)
+    end = 0
+    while (end < min(len(old), len(new)) - start
+           and old[-1 - end].identity == new[-1 - end].identity):
+        end += 1
+    left, right = old[start:len(old) - end], new[start:len(new) - end]
+    exact = len(left) * len(right) <= MAX_ALIGNED_CELLS
+    middle = _pair_cheapest(left, right) if exact else _pair_roughly(left, right)
+    pairs = [
+        *zip(old[:start], new[:start], strict=True),
+        *middle,
+        *zip(old[len(old) - end:], new[len(new) - end:], strict=True),
+    ]
+    return pairs, exact
+
+
+def _pair_cheapest(old: list[_PlanTensor], new: list[_PlanTensor]) -> list[tuple]:
+    """The least-cost alignment (Needleman-Wunsch with a linear gap), a row at a time."""
+    n, m = len(old), len(new)
+    if not n or not m:
+        return [(e, None) for e in old] + [(None, e) for e in new]
+    codes: dict = {}
+
+    def code(key) -> int:
+        return codes.setdefault(key, len(codes))
+
+    what_old = np.array([code(e.identity) for e in old])
+    what_new = np.array([code(e.identity) for e in new])
+    # A tensor whose kind is unknown has a kind of its own: it pairs only when identical.
+    kind_old = np.array([code((e.role, e.paired_kind) if e.paired_kind else ("?", "old", i))
+                         for i, e in enumerate(old)])
+    kind_new = np.array([code((e.role, e.paired_kind) if e.paired_kind else ("?", "new", j))
+                         for j, e in enumerate(new)])
+    steps = np.arange(m + 1, dtype=np.int64) * _UNPAIRED
+    previous = steps.copy()
+    # 0: paired, 1: the old tensor unpaired, 2: the new tensor unpaired.
+    moves = np.empty((n, m), dtype=np.int8)
+    for i in range(n):
+        cost = np.where(what_new == what_old[i], 0,
+                        np.where(kind_new == kind_old[i], _RESHAPED, _NEVER))
+        paired = previous[:-1] + cost
+        old_alone = previous[1:] + _UNPAIRED
+        best = np.minimum(paired, old_alone)
+        # Leaving new tensors unpaired along the row: a running minimum.
+        row = np.concatenate(([(i + 1) * _UNPAIRED], best))
+        row = np.minimum.accumulate(row - steps) + steps
+        moves[i] = np.where(row[1:] == paired, 0, np.where(row[1:] == old_alone, 1, 2))
+        previous = row
+    pairs = []
+    i, j = n, m
+    while i or j:
+        move = 1 if not j else 2 if not i else moves[i - 1, j - 1]
+        if move == 0:
+            pairs.append((old[i - 1], new[j - 1]))
+            i, j = i - 1, j - 1
+        elif move == 1:
+            pairs.append((old[i - 1], None))
+            i -= 1
+        else:
+            pairs.append((None, new[j - 1]))
+            j -= 1
+    return pairs[::-1]
+
+
+def _pair_roughly(old: list[_PlanTensor], new: list[_PlanTensor]) -> list[tuple]:
+    """Stretches that agree in everything paired as they are (difflib's longest matching
+    blocks); between them, tensors of one role and producer kind paired in order."""
     pairs: list[tuple] = []
     matcher = SequenceMatcher(
         None, [e.identity for e in old], [e.identity for e in new], autojunk=False
@@ -653,10 +738,18 @@ def diff_plans(before: dict, after: dict) -> dict:
     blind = {e.role for e in everything if not e.kind}
     for e in everything:
         e.paired_kind = "" if e.role in blind else e.kind
-    pairs = _pair(old.arena, new.arena) + _pair(old.outputs, new.outputs)
+    arena, arena_exact = _pair(old.arena, new.arena)
+    outputs, outputs_exact = _pair(old.outputs, new.outputs)
+    pairs = arena + outputs
     changes = [c for c in (_change(a, b) for a, b in pairs) if c is not None]
     paired = sum(a is not None and b is not None for a, b in pairs)
     notes = _matching_notes(old, new)
+    if not (arena_exact and outputs_exact):
+        notes.append(
+            "The graphs differ in too many tensors to align at the least cost: stretches "
+            "that agree in everything were paired, and between them tensors of one role "
+            "and producer in order."
+        )
     return {
         "arena_bytes": [before.get("arena_bytes"), after.get("arena_bytes")],
         "tensor_count": [len(old.arena), len(new.arena)],

@@ -9,7 +9,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from dashboard import actions
+from dashboard import actions, compare
 from dashboard.compare import diff_plans, operator_kind
 from tests.regression.history import bytes_only, record_run
 
@@ -27,7 +27,7 @@ def _compile(folder, source, network=None) -> dict[str, dict]:
     return {r.strategy: json.loads(open(r.artifacts["plan.json"]).read()) for r in reports}
 
 
-def _conv_stack(front_layer: bool):
+def _conv_stack(front_layer: bool = False, *, resolution: int = 16, strides=(1, 1, 2)):
     """Three convolutions and a 1x1 head; ``front_layer`` puts one more convolution (3 to 3
     channels, the same output shape as its input) before them, so every later allocation
     is renumbered: ``alloc`` names the new layer's result, ``alloc1`` what ``alloc`` was."""
@@ -39,7 +39,10 @@ def _conv_stack(front_layer: bool):
     class Stack(nn.Module):
         def __init__(self):
             layers = [_ConvReLU(3, 3)] if front_layer else []
-            layers += [_ConvReLU(3, 8), _ConvReLU(8, 8), _ConvReLU(8, 16, stride=2)]
+            layers += [
+                _ConvReLU(3, 8, stride=strides[0]), _ConvReLU(8, 8, stride=strides[1]),
+                _ConvReLU(8, 16, stride=strides[2]),
+            ]
             self.layers = nn.ModuleList(layers)
             self.head = nn.Conv2D(16, 10, 1)
 
@@ -48,7 +51,7 @@ def _conv_stack(front_layer: bool):
                 x = layer(x)
             return self.head(x)
 
-    return export_nn("stack", Stack(), (1, 3, 16, 16)).bind_weights(0)
+    return export_nn("stack", Stack(), (1, 3, resolution, resolution)).bind_weights(0)
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +64,22 @@ def inserted(tmp_path_factory):
     return {
         "before": _compile(folder / "before", source, _conv_stack(False)),
         "after": _compile(folder / "after", source, _conv_stack(True)),
+    }
+
+
+@pytest.fixture(scope="module")
+def sharper(tmp_path_factory):
+    """Plans of a conv stack whose layers halve the resolution, at 16x16 and at 32x32: each
+    layer at 32x32 has the shape the layer before it had at 16x16."""
+    from planner.tvm.zoo import ModelSource
+
+    folder = tmp_path_factory.mktemp("sharper")
+    return {
+        resolution: _compile(
+            folder / str(resolution), ModelSource("stack.py:stack"),
+            _conv_stack(resolution=resolution, strides=(1, 2, 2)),
+        )
+        for resolution in (16, 32)
     }
 
 
@@ -166,6 +185,24 @@ def test_unrelated_tensors_are_never_paired(deeper, strategy):
     assert output.producers == ("fused_conv2d2_add2", "fused_conv2d3_add3")
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_new_resolution_pairs_each_layer_with_itself_not_with_the_one_now_its_shape(
+    sharper, strategy
+):
+    before, after = sharper[16][strategy], sharper[32][strategy]
+    # At 32x32 the second layer's result has the shape the first one's had at 16x16.
+    first_then = next(t for t in before["tensors"] if t["id"] == "alloc")
+    second_now = next(t for t in after["tensors"] if t["id"] == "alloc1")
+    assert first_then["shape"] == second_now["shape"]
+
+    diff = diff_plans(before, after)
+
+    layers = [pair for pair in diff["pairs"] if "." not in pair[0]]
+    assert layers == [["alloc", "alloc"], ["alloc1", "alloc1"], ["alloc2", "alloc2"],
+                      ["alloc3", "alloc3"]]
+    assert diff["matching"] == {"fallback": False, "notes": []}
+
+
 def test_the_head_kernels_temporaries_are_gone_when_they_move_onto_the_stack(deeper):
     # At depth 3 the head's temporaries are under 1 KB: TVM keeps them on the stack.
     diff = diff_plans(deeper[2]["best-fit+rewrites"], deeper[3]["best-fit+rewrites"])
@@ -218,6 +255,19 @@ def test_tensors_without_producers_are_paired_only_where_shape_and_place_agree(d
     assert sorted(c.status for c in outputs) == ["added", "removed"]
     assert all(c.status != "changed" or c.fields.keys() <= {"offset"} for c in diff["changes"])
     assert "tensors of the head plan name no producer" in " ".join(diff["matching"]["notes"])
+
+
+def test_graphs_too_far_apart_to_align_at_least_cost_are_aligned_roughly_and_say_so(
+    sharper, monkeypatch
+):
+    monkeypatch.setattr(compare, "MAX_ALIGNED_CELLS", 1)
+
+    diff = diff_plans(sharper[16]["greedy-by-size"], sharper[32]["greedy-by-size"])
+
+    # Roughly, the longest stretch alike is kept: layers paired with the next one down.
+    assert ["alloc", "alloc1"] in diff["pairs"]
+    assert diff["matching"]["fallback"] is True
+    assert "too many tensors to align at the least cost" in diff["matching"]["notes"][0]
 
 
 # --- the page ------------------------------------------------------------------------------
