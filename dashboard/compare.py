@@ -431,8 +431,9 @@ class _PlanTensor:
 
     @property
     def identity(self) -> tuple:
-        return (self.role, self.paired_kind, tuple(self.tensor.get("shape") or ()),
-                self.tensor.get("dtype"))
+        # As text: a plan file's shape is whatever JSON it holds, and must hash.
+        shape = json.dumps(self.tensor.get("shape"))
+        return (self.role, self.paired_kind, shape, str(self.tensor.get("dtype")))
 
 
 @dataclass
@@ -453,7 +454,8 @@ def _read_plan(plan: dict) -> _ReadPlan:
 
     arena, outputs = tensors("tensors"), tensors("outputs")
     positioned = all(
-        "binding_index" in t and "role" in t for t in arena + outputs
+        isinstance(t.get("binding_index"), int) and t.get("role") in ROLES
+        for t in arena + outputs
     )
 
     def entry(tensor: dict, default_role: str) -> _PlanTensor:
@@ -487,11 +489,11 @@ def _read_plan(plan: dict) -> _ReadPlan:
     return _ReadPlan(read_arena, read_outputs, positioned, unnamed)
 
 
-#: Costs of aligning two graphs: a tensor paired with one of its kind in another shape, and
-#: a tensor left unpaired. Pairing two reshaped tensors (2 x 1) costs less than leaving both
-#: unpaired (2 x 2), so a layer that only changed shape stays paired; a tensor that is the
-#: same on both sides costs nothing, so an inserted layer is unpaired rather than pairing
-#: every later tensor with its predecessor.
+#: Costs of aligning two graphs: a tensor paired with one of its kind in another shape (1),
+#: and a tensor left unpaired (2). Leaving two tensors unpaired (4) costs more than pairing
+#: them reshaped, so a layer that only changed shape stays paired; a tensor the same on both
+#: sides costs nothing, so an inserted layer is left unpaired rather than every later tensor
+#: being paired with the one before it.
 _RESHAPED, _UNPAIRED = 1, 2
 _NEVER = 1 << 40
 #: Graphs whose differing stretch is larger than this (tensors before x after) are aligned
