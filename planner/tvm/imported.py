@@ -161,16 +161,21 @@ def refuse_external_calls(text: str) -> None:
 
 def constant_bytes(func) -> int:
     """Bytes of the constants (bound weights) in the Relax function ``func``."""
-    import tvm
     from tvm import relax
 
     total = 0
 
     def visit(expr) -> None:
         nonlocal total
-        value = getattr(expr, "value", None) if isinstance(expr, tvm.ir.expr.Constant) else None
-        if isinstance(value, tvm.runtime.Tensor):
-            total += int(np.prod(value.shape, dtype=np.int64)) * np.dtype(str(value.dtype)).itemsize
+        if "Const" not in type(expr).__name__:
+            return
+        # 0.27 keeps a constant's tensor in ``value``, 0.25 and 0.26 in ``data``.
+        for name in ("value", "data"):
+            tensor = getattr(expr, name, None)
+            if hasattr(tensor, "shape") and hasattr(tensor, "dtype"):
+                count = int(np.prod([int(d) for d in tensor.shape], dtype=np.int64))
+                total += count * np.dtype(str(tensor.dtype)).itemsize
+                return
 
     relax.analysis.post_order_visit(func.body, visit)
     return total

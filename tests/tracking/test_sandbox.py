@@ -22,6 +22,8 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 HOSTILE = '''import os
 import socket
+import stat
+import time
 from pathlib import Path
 
 SECRET_WORDS = ("DATABASE", "REDIS", "SECRET", "TOKEN", "BROKER", "PASSWORD", "DJANGO")
@@ -49,10 +51,37 @@ def build(attack: str, paths: list = ()):
     if attack == "forever":
         while True:
             pass
+    if attack == "identity":
+        lines = Path("/proc/self/status").read_text().splitlines()
+        status = dict(line.split(":", 1) for line in lines)
+        seen = [f"uid {status['Uid'].split()[0]}", f"caps {status['CapEff'].strip()}"]
+        try:
+            Path("/etc/shadow").read_text()
+            seen.append("shadow readable")
+        except OSError as exc:
+            seen.append(f"shadow: {exc.strerror}")
+        try:
+            os.mknod(os.environ["TMPDIR"] + "/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            seen.append("mknod worked")
+        except OSError as exc:
+            seen.append(f"mknod: {exc.strerror}")
+        raise RuntimeError(" | ".join(seen))
+    if attack == "forks":
+        children = []
+        try:
+            for _ in range(200):
+                pid = os.fork()
+                if pid == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                children.append(pid)
+        except OSError as exc:
+            raise RuntimeError(f"forks refused after {len(children)}: {exc.strerror}")
+        raise RuntimeError(f"forked {len(children)}")
     raise ValueError(attack)
 '''
 
-ATTACKS = ("secrets", "postgres", "redis", "write", "memory", "forever")
+ATTACKS = ("secrets", "postgres", "redis", "write", "memory", "forever", "identity", "forks")
 
 
 def manifest(escape_paths: list[str]) -> str:
@@ -110,6 +139,13 @@ def test_hostile_repository_code_fails_and_the_run_goes_on(
     assert not outside.exists() and not in_planner.exists()
     assert "MemoryError" in hostile["memory"]
     assert "wall-clock limit of 40 s" in hostile["forever"]
+    # An unprivileged user without capabilities, host secrets and device nodes out of reach.
+    assert "uid 65534 | caps 0000000000000000" in hostile["identity"], hostile["identity"]
+    assert "shadow readable" not in hostile["identity"]
+    assert "mknod: Operation not permitted" in hostile["identity"]
+    # The job's process limit stops a fork bomb long before 200.
+    assert "forks refused after" in hostile["forks"] or "process" in hostile["forks"], hostile[
+        "forks"]
     # The worker survived all of it and closed the run.
     assert worker.poll() is None
     assert run.status == Run.Status.SUCCEEDED and run.progress_done == run.progress_total

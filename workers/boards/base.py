@@ -5,8 +5,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner.report import StrategyReport
+from planner.tvm.imported import FILES
 from planner.tvm.toolchain import Toolchain
-from workers import sandbox
+from workers import sandbox, trust
 from workers.boards.config import BoardConfig
 
 
@@ -144,36 +145,82 @@ class BoardRunner:
         return reports
 
     def compile(self, job: CompileJob) -> list[StrategyReport]:
-        """``planner.tvm.compile.compile_model`` for this board's target, sandboxed."""
+        """``planner.tvm.compile.compile_model`` for this board's target, sandboxed, in two
+        processes (``planner.tvm.job``): the repository's code runs in the first, which
+        hands over the model it built; every figure comes from the second, which runs none
+        of it. What each hands back is checked (:mod:`workers.trust`)."""
         artifacts = job.artifacts_dir.resolve()
-        spec = {
+        toolchain = job.toolchain
+        common = {
             "model": job.model_name,
             "source": job.source,
             "params": job.params,
             "strategies": job.strategies,
             "target": self.target,
-            "artifacts_dir": str(artifacts / "out"),
+        }
+        if toolchain is not None:
+            common["toolchain"] = toolchain.spec
+        options = {**self.compile_options(job), **job.options}
+        run = {
+            "limits": self.limits,
+            "python": toolchain.python if toolchain else None,
+            "folders": toolchain.folders if toolchain else (),
+        }
+        handed = artifacts / "import" / "network"
+        import_job = {
+            **common,
+            "phase": "import",
+            "out": str(handed),
             "base_dir": str(job.tree.resolve()) if job.tree is not None else None,
             "pipeline": job.pipeline,
             "planner_time_limit": self.limits.planner_seconds,
-            **self.compile_options(job),
-            **job.options,
+            "lift_temporaries": options.get("lift_temporaries"),
+            "micro": options.get("micro"),
         }
-        if spec["base_dir"] is None:
-            del spec["base_dir"]
-        toolchain = job.toolchain
-        if toolchain is not None:
-            spec["toolchain"] = toolchain.spec
         try:
-            return sandbox.run_job(
-                spec, artifacts, tree=job.tree, limits=self.limits, devices=self.needs_devices,
-                python=toolchain.python if toolchain else None,
-                folders=toolchain.folders if toolchain else (),
+            failed = sandbox.run_job(import_job, artifacts / "import", tree=job.tree, **run)
+            if failed:
+                return self._import_failed(job, failed)
+            received = artifacts / "compile" / "network"
+            trust.copy_plain_files(handed, received, FILES, self.limits.file_bytes)
+            compile_job = {
+                **common,
+                **options,
+                "phase": "compile",
+                "imported": str(received),
+                "artifacts_dir": str(artifacts / "compile" / "out"),
+            }
+            reports = sandbox.run_job(
+                compile_job, artifacts / "compile", limits=self.limits,
+                devices=self.needs_devices, python=run["python"], folders=run["folders"],
             )
-        except sandbox.SandboxError as exc:
-            return [
-                StrategyReport.failed(
-                    job.model_name, strategy, f"SandboxError: {exc}", model_source=job.source
-                )
-                for strategy in job.strategies
-            ]
+        except (sandbox.SandboxError, trust.HandoverError) as exc:
+            return self._failed(job, f"SandboxError: {exc}")
+        reports = trust.match(
+            reports, model=job.model_name, source=job.source, strategies=job.strategies
+        )
+        for report in reports:
+            trust.collect_artifacts(
+                report, artifacts / "compile" / "out", model=job.model_name,
+                limit=self.limits.file_bytes,
+            )
+        return reports
+
+    def _import_failed(
+        self, job: CompileJob, reports: list[StrategyReport]
+    ) -> list[StrategyReport]:
+        """The import phase's failed reports, by strategy; it has no figures to give."""
+        errors = {r.strategy: r.error for r in reports if r.error}
+        first = next(iter(errors.values()), "the model's import returned reports, not a model")
+        return [
+            StrategyReport.failed(
+                job.model_name, strategy, errors.get(strategy, first), model_source=job.source
+            )
+            for strategy in job.strategies
+        ]
+
+    def _failed(self, job: CompileJob, error: str) -> list[StrategyReport]:
+        return [
+            StrategyReport.failed(job.model_name, strategy, error, model_source=job.source)
+            for strategy in job.strategies
+        ]

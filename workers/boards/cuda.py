@@ -4,7 +4,8 @@ The target is TVM's ``cuda`` with the architecture of device 0 (:mod:`planner.tv
 Latency is ``time_evaluator`` on the device, which synchronises it around each sample.
 Memory: the posix_memalign shim sees no device memory, so each build's drop in free device
 memory around one inference is measured with ``cudaMemGetInfo``
-(:mod:`planner.tvm.cuda_memory`), next to the planned arena.
+(:mod:`planner.tvm.cuda_memory`), next to the planned arena, in the sandboxed compile
+(with the host's devices), never in the worker.
 
 A worker on a host without a usable GPU reports the board offline (its Board row says why,
 and a run sent to it fails with "board offline: ..." on every Result) instead of crashing.
@@ -14,10 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-from pathlib import Path
-
-import numpy as np
 
 from planner.report import BoardFigures
 from workers.boards.base import BoardRunner, Health
@@ -78,22 +75,13 @@ class CudaBoard(BoardRunner):
             # device arena cannot hold; and the host allocator shim sees no GPU bytes.
             "lift_temporaries": False,
             "memory_configs": [],
+            # Measured in the sandboxed compile, beside the build: the worker never runs a
+            # model itself, and its environment holds secrets.
+            "cuda_memory": True,
         }
 
     def after_compile(self, job, reports) -> None:
-        from planner.tvm import cuda, cuda_memory
+        from planner.tvm import cuda
 
         for report in reports:
             report.board = BoardFigures(kind=self.kind, figures={"arch": cuda.cached_arch()})
-            library = report.artifacts.get("model.so")
-            if not library or not report.inputs_file:
-                continue
-            with np.load(report.inputs_file) as data:
-                inputs = [data[f"arr_{i}"] for i in range(len(data.files))]
-            try:
-                figures = cuda_memory.measure(Path(library), inputs, entry=report.entry)
-            except (cuda_memory.MeasurementError, OSError, subprocess.TimeoutExpired) as exc:
-                report.measured = {"cuda": {"error": str(exc)}}
-                continue
-            report.measured = {"cuda": figures}
-            report.measured_peak_bytes = figures["inference_bytes"]
