@@ -609,7 +609,11 @@ class Alert(models.Model):
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} of {self.model} / {self.strategy} @ {self.commit}"
+        # The toolchain too: a suite with two TVMs has each series twice.
+        return (
+            f"{self.get_kind_display()} of {self.model} / {self.strategy} / {self.board} "
+            f"with {self.toolchain.label} @ {self.commit}"
+        )
 
     @property
     def change(self) -> float:

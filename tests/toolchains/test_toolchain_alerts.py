@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import Client
 
 from dashboard import actions
 from dashboard.models import Alert, Run
@@ -53,7 +54,13 @@ def test_a_new_toolchain_that_plans_more_bytes_alerts_against_the_previous_one(r
     assert alert.compare_url() == (
         f"/repos/tc/commits/{second.sha}/toolchains/?base=apache-tvm%3D%3D0.26.0&head="
     )
-    assert "alert: Planned bytes of net / tvm-stock" in Run.objects.get(pk=run.pk).log
+    # Which TVM the alert is about reads in the log and on the alerts page.
+    label = alert.toolchain.label
+    assert f"alert: Planned bytes of net / tvm-stock / {alert.board} with {label} @" in (
+        Run.objects.get(pk=run.pk).log
+    )
+    page = Client().get("/alerts/").content.decode()
+    assert f'<span class="sub" data-toolchain>{label}</span>' in page
 
 
 def test_a_new_toolchain_that_plans_no_more_does_not_alert(repository):
