@@ -16,7 +16,7 @@ from django.core.cache import cache
 from django.core.exceptions import SuspiciousFileOperation
 from django.core.files import File
 from django.db import IntegrityError, transaction
-from django.db.models import F, Value
+from django.db.models import Count, F, Q, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
@@ -490,34 +490,66 @@ def attach_artifact(result: Result, name: str, path: Path) -> Artifact:
 
 
 def finish_run(run: Run, *, error: str = "") -> None:
-    """Close the run: failed with ``error``, or succeeded once every result is in.
+    """Close the run: failed with ``error``; else, once every result is in, succeeded when
+    all of them are ok, partial when some failed, failed when none succeeded.
 
-    The board that closes the run (the conditional update matches once) also looks for
-    regressions and queues the notifications.
+    The board that closes the run (it finds it open under the row's lock, once) also looks
+    for regressions and queues the notifications.
     """
     if error:
         # Errors are shown to every visitor and in the API: no credentials of any URL.
         error = redact(error)
-        closed = Run.objects.filter(pk=run.pk).exclude(status=Run.Status.FAILED).update(
-            status=Run.Status.FAILED, error=error, finished_at=timezone.now()
+    with transaction.atomic():
+        # Recording a result locks the row to count it: once locked here, every result
+        # counted in progress_done is committed, and the counts below are the whole run.
+        state = (
+            Run.objects.select_for_update().filter(pk=run.pk)
+            .values("status", "progress_done", "progress_total").first()
         )
-        if not closed:
+        if state is None:
+            return
+        status = state["status"]
+        if error:
             # Already failed on another board: the latest error is the one shown.
-            Run.objects.filter(pk=run.pk).update(error=error, finished_at=timezone.now())
-    else:
-        closed = Run.objects.filter(pk=run.pk, progress_done__gte=F("progress_total")).exclude(
-            status=Run.Status.FAILED
-        ).exclude(status=Run.Status.SUCCEEDED).update(
-            status=Run.Status.SUCCEEDED, finished_at=timezone.now()
-        )
+            closed = status != Run.Status.FAILED
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.Status.FAILED, error=error, finished_at=timezone.now(),
+                failed_results=_result_counts(run)[1],
+            )
+        elif status == Run.Status.FAILED:
+            # Failed by another board's error first: this board's failures count too.
+            closed = False
+            Run.objects.filter(pk=run.pk).update(failed_results=_result_counts(run)[1])
+        elif status in Run.FINISHED or state["progress_done"] < state["progress_total"]:
+            closed = False
+        else:
+            closed = True
+            recorded, failed = _result_counts(run)
+            Run.objects.filter(pk=run.pk).update(
+                status=Run.outcome(recorded=recorded, failed=failed), failed_results=failed,
+                finished_at=timezone.now(),
+            )
     if closed:
         _after_run(run)
+
+
+def _result_counts(run: Run) -> tuple[int, int]:
+    """(recorded, failed) Results of ``run``."""
+    counts = Result.objects.for_run(run).aggregate(
+        recorded=Count("id"), failed=Count("id", filter=Q(status=Result.Status.FAILED))
+    )
+    return counts["recorded"], counts["failed"]
 
 
 def _after_run(run: Run) -> None:
     run = Run.objects.select_related("repository", "commit", "pull_request").get(pk=run.pk)
     to_notify = [run]
-    if run.status == Run.Status.SUCCEEDED:
+    # A partial run's successful results are measurements like any others: they are
+    # compared. A failed run is not searched: none of its results may have succeeded, and
+    # one failed by an error is closed while its other boards may still be recording, so
+    # detection would see an arbitrary part of it. Its successful results still serve as
+    # baselines for later commits.
+    if run.status in (Run.Status.SUCCEEDED, Run.Status.PARTIAL):
         try:
             detect_regressions(run)
             # Pull requests whose merge base is this commit were compared without a
@@ -546,10 +578,8 @@ def _refresh_overview() -> None:
 
 def _runs_waiting_for_base(run: Run) -> list[Run]:
     return list(
-        Run.objects.filter(
-            repository=run.repository,
-            status=Run.Status.SUCCEEDED,
-            pull_request__base_sha=run.commit.sha,
+        Run.objects.measured().filter(
+            repository=run.repository, pull_request__base_sha=run.commit.sha
         )
         .exclude(pk=run.pk)
         .select_related("repository", "commit", "pull_request")
@@ -656,9 +686,16 @@ def ensure_run(
     commit: Commit, *, trigger: str, pull_request: PullRequest | None = None,
     approved: bool = True,
 ) -> tuple[Run, bool]:
-    """The commit's run, started now unless one is queued, running or succeeded.
+    """The commit's run, started now unless one is waiting, queued, running, succeeded or
+    partial.
 
-    For a pull request, only a run of that pull request counts, so its summary is posted.
+    A partial run counts, as it did while it was called succeeded: what it measured is
+    there to compare with, and its failures are most often the commit's own (a model that
+    does not build), which running it again on every push or pull request event would only
+    repeat; ``manage.py run`` and ``POST /api/runs`` always start a new run. A failed run
+    does not count: the run itself broke, or none of its results succeeded, so the next
+    event tries again. For a pull request, only a run of that pull request counts, so its
+    summary is posted.
     """
     runs = Run.objects.for_commit(commit).not_failed().newest_first()
     if pull_request is not None:

@@ -262,7 +262,11 @@ class Run(models.Model):
         AWAITING_APPROVAL = "awaiting-approval", "awaiting approval"
         QUEUED = "queued"
         RUNNING = "running"
+        #: Every result recorded, and every one of them ok.
         SUCCEEDED = "succeeded"
+        #: Every result recorded; some failed, some are ok (``failed_results`` says how many).
+        PARTIAL = "partial"
+        #: The run itself failed (``error`` says why), or no result of it succeeded.
         FAILED = "failed"
 
     repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="runs")
@@ -283,8 +287,13 @@ class Run(models.Model):
     approved_at = models.DateTimeField(null=True, blank=True)
     #: The boards the manifest names, once the run is planned: the queues it waits on.
     boards = models.JSONField(default=list, blank=True)
+    #: How many of its Results failed, counted when the run closed (``actions.finish_run``).
+    failed_results = models.PositiveIntegerField(default=0)
 
     objects = RunQuerySet.as_manager()
+
+    #: The statuses of a run that is over: nothing more will be recorded for it.
+    FINISHED = (Status.SUCCEEDED, Status.PARTIAL, Status.FAILED)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -302,7 +311,36 @@ class Run(models.Model):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+        return self.status in self.FINISHED
+
+    @classmethod
+    def outcome(cls, *, recorded: int, failed: int) -> str:
+        """The status of a run that closes with ``recorded`` Results, ``failed`` of them
+        failed: a run only succeeds when everything it measured is ok, and only says
+        "partial" when something is."""
+        if recorded == 0 or failed >= recorded:
+            return cls.Status.FAILED
+        return cls.Status.PARTIAL if failed else cls.Status.SUCCEEDED
+
+    @property
+    def failures(self) -> str:
+        """How many of its Results failed, where any did ("3 of 12 failed", "none of 12
+        succeeded"); empty where none did."""
+        failed = self.failed_results
+        if not failed:
+            return ""
+        recorded = max(self.progress_done, failed)
+        if failed >= recorded:
+            return f"none of {recorded} succeeded"
+        return f"{failed} of {recorded} failed"
+
+    @property
+    def status_text(self) -> str:
+        """The status as a badge or a command says it, with how many Results failed where
+        any did: "partial: 3 of 12 failed", "failed: none of 12 succeeded"."""
+        if self.is_finished and self.failures:
+            return f"{self.status}: {self.failures}"
+        return self.status
 
     @property
     def awaits_approval(self) -> bool:

@@ -34,13 +34,22 @@ def absolute(path: str) -> str:
 
 
 def commit_status(run: Run, alerts: list[Alert]) -> dict:
-    """The body of ``POST /repos/{owner}/{repo}/statuses/{sha}``."""
-    if run.status == Run.Status.FAILED:
-        state, description = "error", f"run failed: {run.error}"
-    elif alerts:
+    """The body of ``POST /repos/{owner}/{repo}/statuses/{sha}``.
+
+    Only a run whose every result is ok (and none regressed) is a success. A run that
+    broke is an error; failed results are the commit's failure, as regressions are.
+    """
+    regressions = ""
+    if alerts:
         models = sorted({a.model.name for a in alerts})
+        regressions = f"{len(alerts)} regression(s) in {', '.join(models)}"
+    if run.status == Run.Status.FAILED and run.error:
+        state, description = "error", f"run failed: {run.error}"
+    elif run.status in (Run.Status.FAILED, Run.Status.PARTIAL):
         state = "failure"
-        description = f"{len(alerts)} regression(s) in {', '.join(models)}"
+        description = "; ".join(filter(None, [run.status_text, regressions]))
+    elif alerts:
+        state, description = "failure", regressions
     elif run.is_finished:
         state, description = "success", "no memory or latency regression"
     else:
@@ -74,9 +83,15 @@ def _percent(value: float | None) -> str:
 def pull_request_comment(run: Run, base: Commit | None, alerts: list[Alert]) -> str:
     """A markdown summary of the pull request head against its merge base."""
     lines = [COMMENT_MARKER, f"### Peakwatch: memory of {run.commit.short_sha}"]
+    run_link = f"[run {run.pk}]({absolute(run.get_absolute_url())})"
     if run.status == Run.Status.FAILED:
-        lines += ["", f"The run failed: `{run.error}`"]
+        why = [f"`{run.error}`"] if run.error else []
+        why += [f"results: {run.failures}"] if run.failures else []
+        lines += ["", f"The {run_link} failed" + (": " + "; ".join(why) if why else ".")]
         return "\n".join(lines)
+    if run.status == Run.Status.PARTIAL:
+        # The table compares what succeeded; what failed is on the run's page.
+        lines += ["", f"**Some results failed** ({run.failures}): see {run_link}."]
     if base is None:
         lines += ["", "The merge base has no results yet; this comment is updated when it does."]
         return "\n".join(lines)

@@ -54,6 +54,7 @@ class RepositoryOverview:
     repository: Repository
     strategies: list[str]
     rows: list[LatestRow]
+    #: Models with no successful result: never run, or every result of theirs failed.
     untested_models: list[Model]
     #: Whether rows differ by toolchain, so the table names it.
     toolchains: bool = False

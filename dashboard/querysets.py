@@ -64,7 +64,13 @@ class RunQuerySet(models.QuerySet):
         return self.filter(commit=commit)
 
     def not_failed(self):
+        """Runs waiting, going on, or over with something measured (succeeded or partial)."""
         return self.exclude(status="failed")
+
+    def measured(self):
+        """Finished runs with at least one successful Result to compare: succeeded, or
+        partial (a failed run may have some too, but is closed before its boards are done)."""
+        return self.filter(status__in=["succeeded", "partial"])
 
     def awaiting_approval(self):
         return self.filter(status="awaiting-approval")

@@ -268,6 +268,8 @@ def run_progress(request, pk: int):
         {
             "id": run.pk,
             "status": run.status,
+            "status_text": run.status_text,
+            "failed_results": run.failed_results,
             "is_finished": run.is_finished,
             "done": run.progress_done,
             "total": run.progress_total,

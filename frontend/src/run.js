@@ -8,7 +8,8 @@ function render(root, progress) {
   const status = root.querySelector("[data-run-status]");
   const badge = document.createElement("span");
   badge.className = `status status-${progress.status}`;
-  badge.textContent = progress.status;
+  // "partial: 3 of 12 failed", not only "partial".
+  badge.textContent = progress.status_text || progress.status;
   status.replaceChildren(badge);
 
   const bar = root.querySelector("[data-progress-bar]");

@@ -6,6 +6,7 @@ import pytest
 
 from dashboard import actions, notifications
 from dashboard.models import Notification
+from tests.conftest import report_of
 from tests.helpers import hold_planned_runs
 from tests.regression.history import bytes_only, record_run
 
@@ -90,6 +91,74 @@ def test_a_pull_request_gets_a_summary_comment_which_later_runs_edit(repository,
     pull_request.refresh_from_db()
     assert second["method"] == "PATCH"
     assert second["path"] == f"/api/v3/repos/octo/models/issues/comments/{pull_request.comment_id}"
+
+
+def test_a_partial_run_is_a_failure_that_says_how_many_results_failed(
+    repository, github_api, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = record_run(repository, 0, {("m", "a"): bytes_only(1000), ("m", "b"): bytes_only(900),
+                                         ("m", "c"): report_of(error="does not build")})
+
+    [status] = github_api.requests
+    assert run.status == "partial"
+    assert status["json"]["state"] == "failure"
+    assert status["json"]["description"] == "partial: 1 of 3 failed"
+    assert status["json"]["target_url"] == f"https://peakwatch.example/runs/{run.pk}/"
+
+
+def test_a_run_whose_every_result_failed_is_a_failure_not_a_success(
+    repository, github_api, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        run = record_run(repository, 0, {("m", "a"): report_of(error="no TVM")})
+
+    [status] = github_api.requests
+    assert status["json"]["state"] == "failure"
+    assert status["json"]["description"] == "failed: none of 1 succeeded"
+    assert run.status == "failed" and not run.error
+
+
+def test_a_run_that_broke_is_an_error(repository, github_api):
+    run = record_run(repository, 0, {("m", "a"): bytes_only(1000)})
+    actions.finish_run(run, error="board cuda is offline")
+    run.refresh_from_db()
+
+    notifications.send_run_notifications(run)
+
+    [status] = github_api.requests
+    assert status["json"]["state"] == "error"
+    assert status["json"]["description"] == "run failed: board cuda is offline"
+
+
+def test_a_pull_request_comment_says_which_results_of_a_partial_run_failed(
+    repository, github_api
+):
+    base = record_run(repository, 0, {("small-cnn", "greedy-by-size"): bytes_only(50_000),
+                                      ("small-cnn", "none"): bytes_only(80_000)})
+    pull_request = actions.record_pull_request(
+        repository, number=12, head_sha="01" + "c" * 38, base_sha=base.commit.sha
+    )
+    run = record_run(repository, 1, {("small-cnn", "greedy-by-size"): bytes_only(50_000),
+                                     ("small-cnn", "none"): report_of(error="out of memory")},
+                     parent=base.commit.sha, pull_request=pull_request, branch="feature")
+    broken = record_run(repository, 2, {("small-cnn", "none"): report_of(error="no TVM")},
+                        parent=base.commit.sha, pull_request=pull_request, branch="feature")
+
+    notifications.send_run_notifications(run)
+    notifications.send_run_notifications(broken)
+
+    # The summary comment, posted, then edited.
+    partial, failed = [r["json"]["body"] for r in github_api.requests if "body" in r["json"]]
+    assert (
+        f"**Some results failed** (1 of 2 failed): see "
+        f"[run {run.pk}](https://peakwatch.example/runs/{run.pk}/)."
+    ) in partial
+    assert "| small-cnn | greedy-by-size | cpu | 48.8 KiB | 48.8 KiB | 0 B (+0.0%) |" in partial
+    assert (
+        f"The [run {broken.pk}](https://peakwatch.example/runs/{broken.pk}/) failed: "
+        f"results: none of 1 succeeded"
+    ) in failed
 
 
 def test_a_failing_endpoint_is_recorded_not_raised(repository, github_api):

@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard import tracking
+from dashboard import actions, tracking
+from dashboard.demo import DEMO_COMMITS
 from dashboard.models import Board, Model, Result, Run, Strategy
+from tests.conftest import report_of
 from tests.helpers import record_head
+from tests.regression.history import bytes_only, record_run
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = '[[models]]\nname = "tiny"\nsource = "zoo:small_cnn"\n' \
@@ -60,6 +63,8 @@ def test_track_then_run_and_wait_reports_and_exits_by_outcome(manage, empty_repo
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert bad[:10] in failed.stdout and "FAILED: " in failed.stdout, failed.stdout
     assert "unknown zoo model 'no_such_net'" in failed.stdout
+    assert failed.stdout.splitlines()[-1].endswith(" partial: 2 of 4 failed"), failed.stdout
+    assert "succeeded" not in failed.stdout + failed.stderr
 
     unknown = manage("run", "nope", "--wait")
     assert unknown.returncode == 2 and "no repository named 'nope'" in unknown.stderr
@@ -94,11 +99,107 @@ def test_run_wait_names_a_failed_result_that_has_no_error_message(failed_run):
         model=Model.objects.create(repository=failed_run.repository, name="tiny"),
         strategy=Strategy.objects.create(name="none"), board=Board.objects.create(name="cpu"),
     )
+    # As finish_run leaves a run whose only result failed.
+    Run.objects.filter(pk=failed_run.pk).update(progress_done=1, failed_results=1)
 
     printed, error = _run_and_wait(failed_run)
 
     assert "FAILED: no error message was recorded" in printed
-    assert error == f"run {failed_run.pk} failed: some results failed"
+    assert error == f"run {failed_run.pk} failed: none of 1 succeeded"
+
+
+def _handed(demo_repository_path, monkeypatch, figures) -> Run:
+    """A run of the demo's head recorded with ``figures``, which ``manage.py run`` is
+    handed as the run it started."""
+    commit = record_head(demo_repository_path, "tracked")
+    run = record_run(commit.repository, 0, figures, sha=commit.sha)
+    monkeypatch.setattr(tracking, "run_revision", lambda *args, **kwargs: run)
+    return run
+
+
+def test_run_wait_says_a_run_with_some_failed_results_is_partial_and_exits_1(
+    db, demo_repository_path, monkeypatch
+):
+    run = _handed(demo_repository_path, monkeypatch, {
+        ("tiny", "none"): bytes_only(1000), ("tiny", "tvm-stock"): report_of(error="no TVM"),
+    })
+
+    printed, error = _run_and_wait(run)
+
+    assert printed.splitlines()[-1] == f"run {run.pk} partial: 1 of 2 failed"
+    assert error == f"run {run.pk} partial: 1 of 2 failed"
+    assert "succeeded" not in printed
+
+
+def test_run_wait_says_a_run_whose_every_result_failed_failed(
+    db, demo_repository_path, monkeypatch
+):
+    run = _handed(demo_repository_path, monkeypatch, {("tiny", "none"): report_of(error="x")})
+
+    printed, error = _run_and_wait(run)
+
+    assert printed.splitlines()[-1] == f"run {run.pk} failed: none of 1 succeeded"
+    assert error == f"run {run.pk} failed: none of 1 succeeded"
+
+
+def test_run_wait_exits_0_when_every_result_succeeded(db, demo_repository_path, monkeypatch):
+    run = _handed(demo_repository_path, monkeypatch, {("tiny", "none"): bytes_only(1000)})
+    out = io.StringIO()
+
+    call_command("run", "tracked", "--sha", run.commit.sha, "--wait", stdout=out)
+
+    assert out.getvalue().splitlines()[-1] == f"run {run.pk} succeeded"
+
+
+def _demo_runs(monkeypatch, figures_of):
+    """Runs for ``manage.py demo`` without compiling: ``figures_of(index)`` are the
+    figures of its ``index``th commit's run."""
+    started = []
+
+    def start_run(commit, *, trigger):
+        run = record_run(commit.repository, len(started), figures_of(len(started)),
+                         sha=commit.sha)
+        started.append(run)
+        return run
+
+    monkeypatch.setattr(actions, "start_run", start_run)
+    return started
+
+
+def test_demo_says_when_every_result_failed_and_exits_1(db, settings, tmp_path, monkeypatch):
+    settings.DATA_DIR = tmp_path
+    _demo_runs(monkeypatch, lambda index: {
+        ("small-cnn", "none"): report_of(error="No module named 'tvm'"),
+        ("small-cnn", "tvm-stock"): report_of(error="No module named 'tvm'"),
+    })
+    out, err = io.StringIO(), io.StringIO()
+
+    with pytest.raises(CommandError) as failure:
+        call_command("demo", "--no-serve", stdout=out, stderr=err)
+
+    assert failure.value.returncode == 1
+    assert "no result of demo-models succeeded" in str(failure.value)
+    assert out.getvalue().count("  failed: none of 2 succeeded\n") == len(DEMO_COMMITS)
+    assert "succeeded:" not in out.getvalue() and "Demo history recorded" not in out.getvalue()
+    assert err.getvalue().count("  failed: No module named 'tvm'\n") == len(DEMO_COMMITS)
+
+
+def test_demo_says_which_commits_succeeded_and_which_were_partial(
+    db, settings, tmp_path, monkeypatch
+):
+    settings.DATA_DIR = tmp_path
+    _demo_runs(monkeypatch, lambda index: {
+        ("small-cnn", "none"): bytes_only(1000 + index),
+        ("small-cnn", "tvm-stock"): bytes_only(900) if index == 0 else report_of(error="OOM"),
+    })
+    out, err = io.StringIO(), io.StringIO()
+
+    call_command("demo", "--no-serve", stdout=out, stderr=err)
+
+    printed = out.getvalue()
+    assert printed.count("  succeeded: all 2 results ok\n") == 1
+    assert printed.count("  partial: 1 of 2 failed\n") == len(DEMO_COMMITS) - 1
+    assert "Demo history recorded for demo-models." in printed
 
 
 def test_run_wait_says_so_when_a_failed_run_has_no_error_message(failed_run):

@@ -76,6 +76,8 @@ def test_it_records_a_failed_result_for_a_model_that_does_not_build(tmp_path):
 
     run.refresh_from_db()
     result = Result.objects.get(run=run)
-    assert run.status == Run.Status.SUCCEEDED
+    # Its only result failed: nothing of the run succeeded.
+    assert (run.status, run.status_text) == (Run.Status.FAILED, "failed: none of 1 succeeded")
+    assert not run.error
     assert result.status == Result.Status.FAILED
     assert "chanels" in result.error

@@ -1,8 +1,9 @@
 """``manage.py run NAME [--sha SHA | --branch B] [--wait]``: run one commit of a repository.
 
-Exit status: 0 when every result succeeded, 1 when some failed (or the run did), 2 on bad
-input. With the embedded default (no broker) the run happens here, in process; with
-workers, ``--wait`` follows its progress.
+Exit status with ``--wait``: 0 when the run succeeded (every result ok), 1 when it is
+partial (some results failed) or failed (none succeeded, or the run itself failed), 2 on bad
+input. With the embedded default (no broker) the run happens here, in process; with workers,
+``--wait`` follows its progress.
 """
 
 from __future__ import annotations
@@ -58,12 +59,9 @@ class Command(BaseCommand):
             return
         run = self._follow(run, timeout)
         self._table(run)
-        failed_results = run.results.exclude(status="ok").exists()
-        if run.status == Run.Status.FAILED or failed_results:
-            why = run.error or (
-                "some results failed" if failed_results else "it recorded no error message"
-            )
-            raise CommandError(f"run {run.pk} {run.status}: {why}", returncode=1)
+        self.stdout.write(_outcome(run))
+        if run.status != Run.Status.SUCCEEDED:
+            raise CommandError(_outcome(run), returncode=1)
 
     def _follow(self, run: Run, timeout: float) -> Run:
         deadline = time.monotonic() + timeout
@@ -73,7 +71,8 @@ class Command(BaseCommand):
             if run.progress_done != shown:
                 shown = run.progress_done
                 self.stdout.write(
-                    f"  {run.status}: {run.progress_done} of {run.progress_total or '?'} results"
+                    f"  {run.progress_done} of {run.progress_total or '?'} results recorded"
+                    f" ({run.status})"
                 )
             if run.is_finished:
                 return run
@@ -98,7 +97,14 @@ class Command(BaseCommand):
                 f"{human_bytes(result.planned_bytes):>12} "
                 f"{human_bytes(result.measured_peak_bytes):>12}  {status}"
             )
-        self.stdout.write(f"run {run.pk} {run.status}" + (f": {run.error}" if run.error else ""))
+
+
+def _outcome(run: Run) -> str:
+    """What became of the finished ``run``: "run 7 succeeded", "run 7 partial: 3 of 12
+    failed", "run 7 failed: none of 12 succeeded", or failed with the run's error."""
+    if run.status == Run.Status.FAILED and not (run.error or run.failures):
+        return f"run {run.pk} failed: it recorded no error message"
+    return f"run {run.pk} {run.status_text}" + (f": {run.error}" if run.error else "")
 
 
 def _first_line(error: str) -> str:
