@@ -9,13 +9,28 @@ from __future__ import annotations
 
 from django.db.models import Count
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 
 from dashboard.api_params import ID_SCHEMA, MAX_BIGINT, enum_param, int_param
-from dashboard.models import Artifact, Commit, Model, Repository, Result, Run
+from dashboard.compare import Breakdown
+from dashboard.models import (
+    Alert,
+    Artifact,
+    Commit,
+    Model,
+    Repository,
+    Result,
+    Run,
+    Toolchain,
+)
 from dashboard.trends import find_toolchain, trend
 
 
@@ -57,13 +72,22 @@ class RunSerializer(serializers.ModelSerializer):
     commit = CommitSerializer(read_only=True)
     progress = ProgressSerializer(source="*", read_only=True)
     is_finished = serializers.BooleanField(read_only=True)
+    status_text = serializers.CharField(
+        read_only=True,
+        help_text="the status with how many results failed, where any did: "
+        "'partial: 3 of 12 failed', 'failed: none of 12 succeeded'",
+    )
+    failed_results = serializers.IntegerField(
+        read_only=True, help_text="results that failed, counted when the run finished"
+    )
     page_url = serializers.CharField(source="get_absolute_url", read_only=True)
 
     class Meta:
         model = Run
         fields = [
-            "id", "repository", "commit", "status", "is_finished", "trigger", "progress",
-            "created_at", "started_at", "finished_at", "error", "page_url",
+            "id", "repository", "commit", "status", "status_text", "failed_results",
+            "is_finished", "trigger", "progress", "created_at", "started_at", "finished_at",
+            "error", "page_url",
         ]
 
 
@@ -80,23 +104,57 @@ class ArtifactSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "size", "content_type", "download_url"]
 
 
+class ToolchainSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Toolchain
+        fields = ["id", "spec", "label", "tvm_version", "tvm_git_hash"]
+        extra_kwargs = {
+            "spec": {"help_text": "a pip requirement, a wheel or a TVM source folder; "
+                     "empty: the worker's own environment"},
+        }
+
+
 class ResultSerializer(serializers.ModelSerializer):
     commit_sha = serializers.CharField(source="commit.sha", read_only=True)
     repository = serializers.CharField(source="model.repository.name", read_only=True)
     model = serializers.SlugRelatedField(slug_field="name", read_only=True)
     strategy = serializers.SlugRelatedField(slug_field="name", read_only=True)
     board = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    toolchain = ToolchainSerializer(read_only=True)
+    kernel_workspace_bytes = serializers.SerializerMethodField(
+        help_text="bytes TVM's workspace pool holds for kernel temporaries, outside the plan "
+        "and inside planned_bytes; null where the result did not record it"
+    )
+    kernel_workspace_source = serializers.SerializerMethodField(
+        help_text="how kernel_workspace_bytes was had: measured, or estimated from the kernels"
+    )
+    reused_from = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True,
+        help_text="the result whose figures these are, copied because nothing the compile "
+        "reads changed (the compile cache); null when compiled and measured for this run",
+    )
     artifacts = ArtifactSerializer(many=True, read_only=True)
 
     class Meta:
         model = Result
         fields = [
-            "id", "run", "commit_sha", "repository", "model", "strategy", "board", "status",
-            "planned_bytes", "intermediate_bytes", "output_bytes", "measured_peak_bytes",
+            "id", "run", "commit_sha", "repository", "model", "strategy", "board", "toolchain",
+            "status", "planned_bytes", "intermediate_bytes", "kernel_workspace_bytes",
+            "kernel_workspace_source", "output_bytes", "measured_peak_bytes",
             "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "outputs_match",
             "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version", "target",
-            "error", "created_at", "artifacts",
+            "reused_from", "error", "created_at", "artifacts",
         ]
+
+    @extend_schema_field({"type": "integer", "minimum": 0, "nullable": True})
+    def get_kernel_workspace_bytes(self, result) -> int | None:
+        return Breakdown.of(result).workspace
+
+    @extend_schema_field(
+        {"type": "string", "enum": ["measured", "estimate"], "nullable": True}
+    )
+    def get_kernel_workspace_source(self, result) -> str | None:
+        return Breakdown.of(result).workspace_source or None
 
 
 class RepositoryViewSet(viewsets.ReadOnlyModelViewSet):
@@ -198,7 +256,7 @@ class ResultViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         params = self.request.query_params
-        results = Result.objects.with_related().chronological()
+        results = Result.objects.with_related().select_related("toolchain").chronological()
         if params.get("repository"):
             results = results.in_repository_named(params["repository"])
         if params.get("model"):
@@ -221,4 +279,79 @@ class ResultViewSet(viewsets.ReadOnlyModelViewSet):
             results = results.filter(status=status)
         return results
 
+
+
+
+class AlertSerializer(serializers.ModelSerializer):
+    repository = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    commit_sha = serializers.CharField(source="commit.sha", read_only=True)
+    model = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    strategy = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    board = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    toolchain = ToolchainSerializer(read_only=True)
+    result = serializers.PrimaryKeyRelatedField(
+        read_only=True, help_text="the result that got worse"
+    )
+    baseline = serializers.PrimaryKeyRelatedField(
+        read_only=True, help_text="the result it is compared with"
+    )
+    baseline_commit_sha = serializers.CharField(source="baseline.commit.sha", read_only=True)
+    change = serializers.FloatField(read_only=True, help_text="value - baseline_value")
+    relative_change = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="change / baseline_value"
+    )
+    is_open = serializers.BooleanField(read_only=True)
+    is_toolchain_change = serializers.BooleanField(
+        read_only=True,
+        help_text="the baseline is another toolchain at the same commit: a new TVM made "
+        "this series worse, not a commit",
+    )
+    compare_url = serializers.CharField(read_only=True)
+    plan_diff_url = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Alert
+        fields = [
+            "id", "repository", "commit_sha", "run", "result", "baseline",
+            "baseline_commit_sha", "model", "strategy", "board", "toolchain", "kind",
+            "baseline_value", "value", "change", "relative_change", "p_value", "state",
+            "is_open", "is_toolchain_change", "created_at", "updated_at", "compare_url",
+            "plan_diff_url",
+        ]
+        extra_kwargs = {
+            "baseline_value": {"help_text": "planned bytes, or median latency in ms"},
+            "p_value": {"help_text": "Mann-Whitney U p-value of a latency alert"},
+        }
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("repository", str, description="repository name"),
+        OpenApiParameter("commit", str, description="commit sha or a prefix of it"),
+        OpenApiParameter("state", str, enum=Alert.State.values),
+        OpenApiParameter("kind", str, enum=Alert.Kind.values),
+    ]
+)
+class AlertViewSet(viewsets.ReadOnlyModelViewSet):
+    """Series that got worse at a commit, newest first, with what they are compared with."""
+
+    serializer_class = AlertSerializer
+
+    def get_queryset(self):
+        params = self.request.query_params
+        alerts = (
+            Alert.objects.with_related().select_related("baseline__toolchain")
+            .order_by("-created_at", "-id")
+        )
+        if params.get("repository"):
+            alerts = alerts.in_repository_named(params["repository"])
+        if params.get("commit"):
+            alerts = alerts.for_commit_sha(params["commit"])
+        state = enum_param(params, "state", Alert.State.values)
+        if state:
+            alerts = alerts.filter(state=state)
+        kind = enum_param(params, "kind", Alert.Kind.values)
+        if kind:
+            alerts = alerts.filter(kind=kind)
+        return alerts
 

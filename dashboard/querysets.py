@@ -223,6 +223,13 @@ class AlertQuerySet(models.QuerySet):
     def for_repository(self, repository):
         return self.filter(repository=repository)
 
+    def in_repository_named(self, name: str):
+        return self.filter(repository__name=name)
+
+    def for_commit_sha(self, sha: str):
+        """Alerts on the commits whose sha starts with ``sha`` (a short sha is enough)."""
+        return self.filter(commit__sha__startswith=sha.lower())
+
     def open(self):
         return self.filter(state__in=["new", "acknowledged"])
 

@@ -12,6 +12,7 @@ router.register("repositories", api.RepositoryViewSet, basename="repository")
 router.register("models", api.ModelViewSet, basename="model")
 router.register("runs", api.RunViewSet, basename="run")
 router.register("results", api.ResultViewSet, basename="result")
+router.register("alerts", api.AlertViewSet, basename="alert")
 
 urlpatterns = [
     path("", views.home, name="home"),

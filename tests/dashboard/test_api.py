@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from dashboard import actions
 from dashboard.models import Model, Result, Run
-from tests.conftest import report_of
+from tests.conftest import fake_report, report_of
 
 STRATEGIES = ["greedy-by-size", "none", "tvm-stock"]
 
@@ -122,6 +122,54 @@ def test_it_shows_a_results_measurements_and_artifacts(client, recorded_history,
     ]
 
 
+def test_a_result_says_its_toolchain_kernel_workspace_and_where_its_figures_come_from(
+    client, recorded_history
+):
+    original = actions.record_result(
+        recorded_history[0], model="small-cnn", strategy="hill-climb", board="cpu",
+        toolchain="apache-tvm==0.21.0",
+        report=fake_report(40_000, 1.0, kernel_workspace_bytes=4096,
+                           kernel_workspace_source="measured",
+                           environment={"tvm_git_hash": "abc123"}),
+    )
+    copy = actions.reuse_result(
+        recorded_history[1], model="small-cnn", strategy="hill-climb", board="cpu",
+        source=original,
+    )
+
+    first = client.get(f"/api/results/{original.pk}/").json()
+    reused = client.get(f"/api/results/{copy.pk}/").json()
+    plain = client.get(
+        "/api/results/", {"run": recorded_history[0].pk, "strategy": "none"}
+    ).json()["results"]
+
+    assert first["toolchain"] == {
+        "id": original.toolchain_id, "spec": "apache-tvm==0.21.0", "label": "apache-tvm==0.21.0",
+        "tvm_version": "0.27.0.post1", "tvm_git_hash": "abc123",
+    }
+    assert (first["kernel_workspace_bytes"], first["kernel_workspace_source"]) == (
+        4096, "measured"
+    )
+    assert first["reused_from"] is None
+    assert reused["reused_from"] == original.pk
+    assert reused["toolchain"]["spec"] == "apache-tvm==0.21.0"
+    # The worker's own environment; no workspace recorded by the fake report.
+    assert plain[0]["toolchain"]["spec"] == ""
+    assert plain[0]["kernel_workspace_source"] == "estimate"
+
+
+def test_a_run_says_how_many_of_its_results_failed(client, recorded_history):
+    run = recorded_history[-1]
+    Run.objects.filter(pk=run.pk).update(status="partial", failed_results=2)
+
+    body = client.get(f"/api/runs/{run.pk}/").json()
+    listed = client.get("/api/runs/", {"status": "partial"}).json()
+
+    assert (body["status"], body["failed_results"]) == ("partial", 2)
+    assert body["status_text"] == "partial: 2 of 6 failed"
+    assert [r["id"] for r in listed["results"]] == [run.pk]
+
+
 def test_it_lists_results_in_a_bounded_number_of_queries(
     client, recorded_history, django_assert_max_num_queries
 ):
@@ -217,7 +265,7 @@ def test_it_publishes_an_openapi_schema_listing_the_endpoints(client):
     assert schema["info"]["title"] == "Peakwatch API"
     for path in (
         "/api/repositories/", "/api/models/", "/api/models/{id}/trend/", "/api/runs/",
-        "/api/runs/{id}/", "/api/results/",
+        "/api/runs/{id}/", "/api/results/", "/api/alerts/", "/api/alerts/{id}/",
     ):
         assert path in schema["paths"]
     parameters = {p["name"] for p in schema["paths"]["/api/results/"]["get"]["parameters"]}
