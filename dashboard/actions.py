@@ -33,6 +33,7 @@ from dashboard.models import (
     Repository,
     Result,
     Run,
+    RunRequest,
     Series,
     Strategy,
     Toolchain,
@@ -704,6 +705,29 @@ def ensure_run(
     if existing is not None:
         return existing, False
     return start_run(commit, trigger=trigger, pull_request=pull_request, approved=approved), True
+
+
+def request_run(
+    repository: Repository, *, rev: str, branch: str = "", trigger: str = "api"
+) -> RunRequest:
+    """Ask for a run of ``rev`` (a sha not recorded yet, or ``branch``'s head), to be
+    resolved in the repository's mirror by a task: git can be slow, a request must not
+    wait. The row is what the asker polls until it names the run."""
+    request = RunRequest.objects.create(
+        repository=repository, rev=rev, branch=branch, trigger=trigger
+    )
+    transaction.on_commit(lambda: queue.send(queue.RESOLVE_RUN_REQUEST, request.pk))
+    return request
+
+
+def answer_run_request(request: RunRequest, *, run: Run | None = None, error: str = "") -> None:
+    """Record what became of ``request``: the run it started, or why there is none."""
+    request.status = RunRequest.Status.RESOLVED if run is not None else RunRequest.Status.FAILED
+    request.run = run
+    # Git's messages may name the clone URL, which may hold a token.
+    request.error = redact(error)[:2000] if run is None else ""
+    request.resolved_at = timezone.now()
+    request.save(update_fields=["status", "run", "error", "resolved_at"])
 
 
 def log_delivery(

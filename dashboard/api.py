@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.db.models import Count
 from django.http import HttpResponse
+from django.urls import reverse
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
@@ -29,6 +30,7 @@ from dashboard.models import (
     Repository,
     Result,
     Run,
+    RunRequest,
     Toolchain,
 )
 from dashboard.trends import find_toolchain, trend
@@ -355,3 +357,48 @@ class AlertViewSet(viewsets.ReadOnlyModelViewSet):
             alerts = alerts.filter(kind=kind)
         return alerts
 
+
+class RunRequestSerializer(serializers.ModelSerializer):
+    repository = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    run = serializers.PrimaryKeyRelatedField(
+        read_only=True, allow_null=True, help_text="the run, once the revision is resolved"
+    )
+    run_url = serializers.SerializerMethodField(help_text="the run in this API, to poll next")
+    page_url = serializers.SerializerMethodField(help_text="the run's page")
+    poll_url = serializers.CharField(source="get_absolute_url", read_only=True)
+
+    class Meta:
+        model = RunRequest
+        fields = [
+            "id", "status", "repository", "rev", "branch", "run", "run_url", "page_url",
+            "error", "created_at", "resolved_at", "poll_url",
+        ]
+        extra_kwargs = {
+            "status": {"help_text": "resolving; resolved: `run` is its run; failed: `error` "
+                       "says why the revision could not be run"},
+        }
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_run_url(self, request) -> str | None:
+        return reverse("api:run-detail", args=[request.run_id]) if request.run_id else None
+
+    @extend_schema_field({"type": "string", "nullable": True})
+    def get_page_url(self, request) -> str | None:
+        return reverse("run-detail", args=[request.run_id]) if request.run_id else None
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("repository", str, description="repository name")]
+)
+class RunRequestViewSet(viewsets.ReadOnlyModelViewSet):
+    """What became of each ``POST /api/runs`` that named a revision Peakwatch had to look
+    up: CI polls one until it is ``resolved`` (then ``run_url`` is its run) or ``failed``."""
+
+    serializer_class = RunRequestSerializer
+
+    def get_queryset(self):
+        requests = RunRequest.objects.select_related("repository").order_by("-created_at", "-id")
+        repository = self.request.query_params.get("repository")
+        if repository:
+            requests = requests.filter(repository__name=repository)
+        return requests

@@ -5,9 +5,13 @@
          -d '{"repository": "models", "sha": "3f2a...", "branch": "main"}'
 
 ``sha`` or ``branch`` (or both) names the commit. A commit Peakwatch already knows starts at
-once and the answer names its run; anything else is resolved in the repository's mirror by
-a task on the ``peakwatch`` queue (git can be slow), and the answer says it was queued. A
-branch is looked up among the repository's branches only.
+once and the answer names its run (``run``, ``run_url`` to poll in this API). Anything else
+is resolved in the repository's mirror by a task on the ``peakwatch`` queue (git can be
+slow): the answer is ``resolving`` with a run request (``request``, ``poll_url``, also the
+``Location`` header) that CI polls until it is ``resolved`` and names the run, or ``failed``
+and says why (an unknown branch or sha). Where tasks run in process (no broker), the request
+is resolved before the answer, which then names the run as well. A branch is looked up among
+the repository's branches only.
 
 A token lets CI start runs, not approve code: a commit from outside (the head of a pull
 request the repository does not trust, or a commit on none of its branches and tags) that
@@ -22,14 +26,14 @@ from __future__ import annotations
 
 import re
 
-from django.db import transaction
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from dashboard import actions, json_bodies, queue
-from dashboard.models import Commit, Repository, Run
+from dashboard import actions, json_bodies
+from dashboard.models import Commit, Repository, Run, RunRequest
 
 # The same patterns are the OpenAPI schema's, so what the schema allows, the view accepts.
 NAME = r"^[-a-zA-Z0-9_]{1,100}$"
@@ -49,9 +53,22 @@ class TriggerRunRequest(serializers.Serializer):
 class TriggeredRun(serializers.Serializer):
     status = serializers.CharField(help_text="the run's status, or 'resolving'")
     run = serializers.IntegerField(required=False, help_text="the run, when the commit is known")
-    url = serializers.CharField(required=False)
+    run_url = serializers.CharField(
+        required=False, help_text="the run in this API (GET /api/runs/{id}/), to poll"
+    )
+    url = serializers.CharField(required=False, help_text="the run's page")
+    request = serializers.IntegerField(
+        required=False, help_text="the run request, while the revision is being resolved"
+    )
+    poll_url = serializers.CharField(
+        required=False,
+        help_text="GET /api/run-requests/{id}/: 'resolving' until it names the run "
+        "('resolved', with run and run_url) or says why there is none ('failed', with error)",
+    )
     detail = serializers.CharField(
-        required=False, help_text="why the run waits, when it waits for a maintainer"
+        required=False,
+        help_text="why the run waits, when it waits for a maintainer; why there is no run, "
+        "when the revision could not be resolved",
     )
     commit = serializers.CharField(required=False)
     progress_url = serializers.CharField(required=False)
@@ -81,10 +98,13 @@ class TriggerRun(APIView):
         summary="Run a commit (CI without webhooks)",
         description=(
             "Send `sha` or `branch` (or both). A commit already recorded starts at once and "
-            "the answer names its run; anything else is resolved in the repository's mirror "
-            "by a task, and the answer says `resolving`. A commit from outside that no "
-            "maintainer approved (a pull request the repository does not trust) gets a run "
-            "that waits for approval: status `awaiting-approval`."
+            "the answer names its run (`run`, and `run_url` to poll). Anything else is "
+            "resolved in the repository's mirror by a task: the answer says `resolving` and "
+            "gives a run request to poll (`request`, `poll_url`, and the `Location` header), "
+            "which turns `resolved` with the run's `run` and `run_url`, or `failed` with an "
+            "`error`. A commit from outside that no maintainer approved (a pull request the "
+            "repository does not trust) gets a run that waits for approval: status "
+            "`awaiting-approval`."
         ),
         request=TriggerRunRequest,
         auth=[{"ApiToken": []}],
@@ -132,14 +152,20 @@ class TriggerRun(APIView):
         if len(known) == 1:
             run = actions.start_run(known[0], trigger="api")
             return Response(_described(run), status=202)
-        rev = sha or branch
-        transaction.on_commit(
-            lambda: queue.send(queue.TRIGGER_RUN, repository.pk, rev, branch, "api")
-        )
-        return Response(
-            {"status": "resolving", "repository": repository.name, "rev": rev, "branch": branch},
-            status=202,
-        )
+        run_request = actions.request_run(repository, rev=sha or branch, branch=branch)
+        # Where tasks run in process the request may be resolved already: name its run.
+        run_request.refresh_from_db()
+        poll = {"request": run_request.pk, "poll_url": run_request.get_absolute_url()}
+        if run_request.run is not None:
+            answer = {**_described(run_request.run), **poll}
+        else:
+            answer = {
+                "status": RunRequest.Status.RESOLVING, **poll, "repository": repository.name,
+                "rev": run_request.rev, "branch": branch,
+            }
+            if run_request.status == RunRequest.Status.FAILED:
+                answer.update(status=RunRequest.Status.FAILED, detail=run_request.error)
+        return Response(answer, status=202, headers={"Location": poll["poll_url"]})
 
 
 trigger_run = TriggerRun.as_view()
@@ -167,9 +193,10 @@ def _described(run: Run) -> dict:
     described = {
         "status": run.status,
         "run": run.pk,
+        "run_url": reverse("api:run-detail", args=[run.pk]),
         "url": run.get_absolute_url(),
         "commit": run.commit.sha,
-        "progress_url": f"/runs/{run.pk}/progress.json",
+        "progress_url": reverse("run-progress", args=[run.pk]),
     }
     if run.awaits_approval:
         described["detail"] = (

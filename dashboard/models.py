@@ -767,6 +767,42 @@ class ApiToken(models.Model):
         return self.repository_id is None or self.repository_id == repository.pk
 
 
+class RunRequest(models.Model):
+    """A run asked for through ``POST /api/runs`` by a revision Peakwatch had to look up in
+    the repository's mirror first (a branch, a commit not recorded yet): what CI polls until
+    it names the run, or says why there is none."""
+
+    class Status(models.TextChoices):
+        RESOLVING = "resolving"
+        #: The revision was found and recorded: ``run`` is its run.
+        RESOLVED = "resolved"
+        #: The revision could not be found or fetched: ``error`` says why.
+        FAILED = "failed"
+
+    repository = models.ForeignKey(
+        Repository, on_delete=models.CASCADE, related_name="run_requests"
+    )
+    rev = models.CharField(max_length=200)
+    branch = models.CharField(max_length=200, blank=True)
+    trigger = models.CharField(max_length=50, default="api")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RESOLVING)
+    run = models.ForeignKey(
+        Run, on_delete=models.SET_NULL, null=True, blank=True, related_name="requests"
+    )
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"run request {self.pk}: {self.rev} of {self.repository_id}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("api:run-request-detail", args=[self.pk])
+
+
 class Notification(models.Model):
     """One message sent about a run: a commit status, a pull request comment, a Slack post."""
 

@@ -22,6 +22,7 @@ PLAN_RUN = "workers.tasks.plan_run"
 RUN_ON_BOARD = "workers.tasks.run_on_board"
 PROCESS_GITHUB_DELIVERY = "workers.tracking.process_github_delivery"
 TRIGGER_RUN = "workers.tracking.trigger_run"
+RESOLVE_RUN_REQUEST = "workers.tracking.resolve_run_request"
 NOTIFY_RUN = "workers.tracking.notify_run"
 
 

@@ -154,6 +154,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "RunStatusEnum": "dashboard.models.Run.Status",
         "ResultStatusEnum": "dashboard.models.Result.Status",
+        "RunRequestStatusEnum": "dashboard.models.RunRequest.Status",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from django.conf import settings
 
 from dashboard import actions, gitrepo
-from dashboard.models import Commit, Repository, Run, WebhookDelivery
+from dashboard.models import Commit, Repository, Run, RunRequest, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -89,17 +89,37 @@ def run_revision(
     repository: Repository, rev: str, *, branch: str = "", trigger: str = "api"
 ) -> Run | None:
     """Resolve ``rev`` in the mirror, record it (with its recent history) and run it; a
-    commit from outside waits for a maintainer's approval (``actions.start_run``)."""
+    commit from outside waits for a maintainer's approval (``actions.start_run``). None
+    when git cannot find it."""
     try:
-        mirror = mirror_of(repository)
-        sha = resolve_revision(mirror, rev, branch=branch)
-        outside = unmerged_commits(repository, mirror, sha)
-        commit = record_history(
-            repository, mirror, sha, branch or ("" if HEX.match(rev) else rev), outside=outside
-        )
+        return _start_revision(repository, rev, branch=branch, trigger=trigger)
     except gitrepo.GitError as exc:
         log.warning("cannot run %s of %s: %s", rev, repository, exc)
         return None
+
+
+def resolve_run_request(request: RunRequest) -> Run | None:
+    """Run what ``POST /api/runs`` asked for by a revision it could not name at once, and
+    answer the request with the run, or with why git could not find the revision."""
+    try:
+        run = _start_revision(
+            request.repository, request.rev, branch=request.branch, trigger=request.trigger
+        )
+    except gitrepo.GitError as exc:
+        log.warning("cannot run %s of %s: %s", request.rev, request.repository, exc)
+        actions.answer_run_request(request, error=f"cannot run {request.rev!r}: {exc}")
+        return None
+    actions.answer_run_request(request, run=run)
+    return run
+
+
+def _start_revision(repository: Repository, rev: str, *, branch: str, trigger: str) -> Run:
+    mirror = mirror_of(repository)
+    sha = resolve_revision(mirror, rev, branch=branch)
+    outside = unmerged_commits(repository, mirror, sha)
+    commit = record_history(
+        repository, mirror, sha, branch or ("" if HEX.match(rev) else rev), outside=outside
+    )
     return actions.start_run(commit, trigger=trigger)
 
 

@@ -13,6 +13,7 @@ router.register("models", api.ModelViewSet, basename="model")
 router.register("runs", api.RunViewSet, basename="run")
 router.register("results", api.ResultViewSet, basename="result")
 router.register("alerts", api.AlertViewSet, basename="alert")
+router.register("run-requests", api.RunRequestViewSet, basename="run-request")
 
 urlpatterns = [
     path("", views.home, name="home"),

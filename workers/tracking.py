@@ -10,8 +10,8 @@ import logging
 
 from celery import shared_task
 
-from dashboard import notifications, queue, tracking
-from dashboard.models import Repository, Run, WebhookDelivery
+from dashboard import actions, notifications, queue, tracking
+from dashboard.models import Repository, Run, RunRequest, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +25,29 @@ def process_github_delivery(delivery_id: int) -> None:
     tracking.process_delivery(delivery)
 
 
+@shared_task(name=queue.RESOLVE_RUN_REQUEST)
+def resolve_run_request(request_id: int) -> None:
+    """Resolve a run request of ``POST /api/runs`` in the repository's mirror, record the
+    commit, run it, and answer the request (which CI polls) with the run or why not."""
+    request = (
+        RunRequest.objects.select_related("repository").filter(pk=request_id).first()
+    )
+    if request is None or request.status != RunRequest.Status.RESOLVING:
+        return
+    try:
+        tracking.resolve_run_request(request)
+    except Exception as exc:
+        # A bug must not leave CI polling a request that stays "resolving" forever.
+        actions.answer_run_request(request, error=f"internal error: {type(exc).__name__}")
+        raise
+
+
 @shared_task(name=queue.TRIGGER_RUN)
 def trigger_run(repository_id: int, rev: str, branch: str = "", trigger: str = "api") -> None:
-    """Resolve ``rev`` in the repository's mirror, record the commit and run it."""
+    """Resolve ``rev`` in the repository's mirror, record the commit and run it.
+
+    ``POST /api/runs`` now sends ``resolve_run_request``; this stays for messages queued
+    before an upgrade."""
     repository = Repository.objects.filter(pk=repository_id).first()
     if repository is None:
         log.warning("repository %s does not exist; dropping the trigger", repository_id)

@@ -266,6 +266,7 @@ def test_it_publishes_an_openapi_schema_listing_the_endpoints(client):
     for path in (
         "/api/repositories/", "/api/models/", "/api/models/{id}/trend/", "/api/runs/",
         "/api/runs/{id}/", "/api/results/", "/api/alerts/", "/api/alerts/{id}/",
+        "/api/run-requests/{id}/",
     ):
         assert path in schema["paths"]
     parameters = {p["name"] for p in schema["paths"]["/api/results/"]["get"]["parameters"]}

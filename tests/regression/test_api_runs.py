@@ -82,6 +82,8 @@ def test_it_runs_a_known_commit_at_once(
     assert response.status_code == 202
     run = Run.objects.get()
     assert response.json()["run"] == run.pk
+    assert response.json()["run_url"] == f"/api/runs/{run.pk}/"
+    assert client.get(response.json()["run_url"]).json()["status"] == "queued"
     assert (run.commit, run.trigger) == (commit, "api")
     assert queued == [run.pk]
     assert ApiToken.objects.get().last_used_at is not None
@@ -100,3 +102,57 @@ def test_it_resolves_a_branch_in_a_task_and_runs_its_head(
     run = Run.objects.get()
     assert run.commit.sha == head and run.commit.branch == "main"
     assert Commit.objects.count() == len(DEMO_COMMITS)
+
+
+def test_a_branch_to_resolve_answers_a_request_that_ci_polls_until_it_names_the_run(
+    client, tracked, token, queued, demo_repository_path, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False) as resolving:
+        response = _post(client, {"repository": "tracked", "branch": "main"}, token)
+        # Before the task ran: resolving, with where to ask again.
+        answer = response.json()
+        polled = client.get(answer["poll_url"]).json()
+
+    assert response.status_code == 202
+    assert answer["status"] == "resolving"
+    assert answer["poll_url"] == f"/api/run-requests/{answer['request']}/"
+    assert response["Location"] == answer["poll_url"]
+    assert (polled["status"], polled["run"], polled["run_url"]) == ("resolving", None, None)
+
+    for task in resolving:
+        task()
+
+    polled = client.get(answer["poll_url"]).json()
+    run = Run.objects.get()
+    assert polled["status"] == "resolved" and polled["run"] == run.pk
+    assert polled["run_url"] == f"/api/runs/{run.pk}/"
+    assert polled["page_url"] == run.get_absolute_url()
+    assert client.get(polled["run_url"]).json()["id"] == run.pk
+
+
+def test_a_revision_git_cannot_find_is_a_failed_request_that_says_why(
+    client, tracked, token, queued, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _post(client, {"repository": "tracked", "branch": "no-such-branch"}, token)
+
+    polled = client.get(response.json()["poll_url"]).json()
+    assert polled["status"] == "failed" and polled["run"] is None
+    assert "no-such-branch" in polled["error"]
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_broker_the_answer_names_the_run_at_once(
+    client, tracked, token, queued, demo_repository_path
+):
+    head = git(demo_repository_path, "rev-parse", "main")
+
+    response = _post(client, {"repository": "tracked", "branch": "main"}, token)
+
+    answer = response.json()
+    run = Run.objects.get()
+    assert run.commit.sha == head
+    assert (answer["status"], answer["run"], answer["commit"]) == ("queued", run.pk, head)
+    assert answer["run_url"] == f"/api/runs/{run.pk}/"
+    assert client.get(answer["poll_url"]).json()["run"] == run.pk
