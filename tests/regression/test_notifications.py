@@ -107,28 +107,24 @@ def test_a_partial_run_is_a_failure_that_says_how_many_results_failed(
     assert status["json"]["target_url"] == f"https://peakwatch.example/runs/{run.pk}/"
 
 
-def test_a_run_whose_every_result_failed_is_a_failure_not_a_success(
+def test_a_run_whose_every_result_failed_is_a_failure_and_one_that_broke_an_error(
     repository, github_api, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
         run = record_run(repository, 0, {("m", "a"): report_of(error="no TVM")})
+    broke = record_run(repository, 1, {("m", "a"): bytes_only(1000)})
+    actions.finish_run(broke, error="board cuda is offline")
+    broke.refresh_from_db()
+    notifications.send_run_notifications(broke)
 
-    [status] = github_api.requests
-    assert status["json"]["state"] == "failure"
-    assert status["json"]["description"] == "failed: none of 1 succeeded"
+    failure, error = [r["json"] for r in github_api.requests]
+    assert (failure["state"], failure["description"]) == (
+        "failure", "failed: none of 1 succeeded"
+    )
     assert run.status == "failed" and not run.error
-
-
-def test_a_run_that_broke_is_an_error(repository, github_api):
-    run = record_run(repository, 0, {("m", "a"): bytes_only(1000)})
-    actions.finish_run(run, error="board cuda is offline")
-    run.refresh_from_db()
-
-    notifications.send_run_notifications(run)
-
-    [status] = github_api.requests
-    assert status["json"]["state"] == "error"
-    assert status["json"]["description"] == "run failed: board cuda is offline"
+    assert (error["state"], error["description"]) == (
+        "error", "run failed: board cuda is offline"
+    )
 
 
 def test_a_pull_request_comment_says_which_results_of_a_partial_run_failed(

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard import actions, tracking
-from dashboard.demo import DEMO_COMMITS
+from dashboard.demo import DEMO_COMMITS, git
 from dashboard.models import Board, Model, Result, Run, Strategy
 from tests.conftest import report_of
 from tests.helpers import record_head
@@ -108,47 +108,38 @@ def test_run_wait_names_a_failed_result_that_has_no_error_message(failed_run):
     assert error == f"run {failed_run.pk} failed: none of 1 succeeded"
 
 
-def _handed(demo_repository_path, monkeypatch, figures) -> Run:
-    """A run of the demo's head recorded with ``figures``, which ``manage.py run`` is
-    handed as the run it started."""
+def _handed(demo_repository_path, monkeypatch, figures, index: int = 0) -> Run:
+    """A run of a demo commit recorded with ``figures``, which ``manage.py run`` is handed
+    as the run it started."""
     commit = record_head(demo_repository_path, "tracked")
-    run = record_run(commit.repository, 0, figures, sha=commit.sha)
+    sha = git(demo_repository_path, "rev-parse", f"HEAD~{index}")
+    run = record_run(commit.repository, index, figures, sha=sha)
     monkeypatch.setattr(tracking, "run_revision", lambda *args, **kwargs: run)
     return run
 
 
-def test_run_wait_says_a_run_with_some_failed_results_is_partial_and_exits_1(
+def test_run_wait_prints_what_became_of_the_run_and_exits_0_only_when_all_succeeded(
     db, demo_repository_path, monkeypatch
 ):
-    run = _handed(demo_repository_path, monkeypatch, {
+    partial = _handed(demo_repository_path, monkeypatch, {
         ("tiny", "none"): bytes_only(1000), ("tiny", "tvm-stock"): report_of(error="no TVM"),
     })
-
-    printed, error = _run_and_wait(run)
-
-    assert printed.splitlines()[-1] == f"run {run.pk} partial: 1 of 2 failed"
-    assert error == f"run {run.pk} partial: 1 of 2 failed"
+    printed, error = _run_and_wait(partial)
+    assert printed.splitlines()[-1] == f"run {partial.pk} partial: 1 of 2 failed"
+    assert error == f"run {partial.pk} partial: 1 of 2 failed"
     assert "succeeded" not in printed
 
+    failed = _handed(demo_repository_path, monkeypatch, {("tiny", "none"): report_of(error="x")},
+                     index=1)
+    printed, error = _run_and_wait(failed)
+    assert printed.splitlines()[-1] == f"run {failed.pk} failed: none of 1 succeeded"
+    assert error == f"run {failed.pk} failed: none of 1 succeeded"
 
-def test_run_wait_says_a_run_whose_every_result_failed_failed(
-    db, demo_repository_path, monkeypatch
-):
-    run = _handed(demo_repository_path, monkeypatch, {("tiny", "none"): report_of(error="x")})
-
-    printed, error = _run_and_wait(run)
-
-    assert printed.splitlines()[-1] == f"run {run.pk} failed: none of 1 succeeded"
-    assert error == f"run {run.pk} failed: none of 1 succeeded"
-
-
-def test_run_wait_exits_0_when_every_result_succeeded(db, demo_repository_path, monkeypatch):
-    run = _handed(demo_repository_path, monkeypatch, {("tiny", "none"): bytes_only(1000)})
+    succeeded = _handed(demo_repository_path, monkeypatch, {("tiny", "none"): bytes_only(1000)},
+                        index=2)
     out = io.StringIO()
-
-    call_command("run", "tracked", "--sha", run.commit.sha, "--wait", stdout=out)
-
-    assert out.getvalue().splitlines()[-1] == f"run {run.pk} succeeded"
+    call_command("run", "tracked", "--sha", succeeded.commit.sha, "--wait", stdout=out)
+    assert out.getvalue().splitlines()[-1] == f"run {succeeded.pk} succeeded"
 
 
 def _demo_runs(monkeypatch, figures_of):
