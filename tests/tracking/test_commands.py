@@ -64,7 +64,8 @@ def test_track_then_run_and_wait_reports_and_exits_by_outcome(manage, empty_repo
     assert bad[:10] in failed.stdout and "FAILED: " in failed.stdout, failed.stdout
     assert "unknown zoo model 'no_such_net'" in failed.stdout
     assert failed.stdout.splitlines()[-1].endswith(" partial: 2 of 4 failed"), failed.stdout
-    assert "succeeded" not in failed.stdout + failed.stderr
+    assert "succeeded" not in failed.stdout
+    assert "CommandError: run " in failed.stderr and " partial: 2 of 4 failed" in failed.stderr
 
     unknown = manage("run", "nope", "--wait")
     assert unknown.returncode == 2 and "no repository named 'nope'" in unknown.stderr

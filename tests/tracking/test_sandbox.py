@@ -148,4 +148,5 @@ def test_hostile_repository_code_fails_and_the_run_goes_on(
         "forks"]
     # The worker survived all of it and closed the run.
     assert worker.poll() is None
-    assert run.status == Run.Status.SUCCEEDED and run.progress_done == run.progress_total
+    assert run.status == Run.Status.PARTIAL and run.progress_done == run.progress_total
+    assert run.failed_results == 2 * len(ATTACKS)  # the hostile models' results, no others
