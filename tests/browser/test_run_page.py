@@ -6,7 +6,7 @@ import pytest
 
 from dashboard import actions
 from dashboard.models import Run
-from tests.conftest import fake_report
+from tests.conftest import fake_report, report_of
 
 pytestmark = pytest.mark.browser
 
@@ -51,3 +51,34 @@ def test_it_follows_a_run_until_it_finishes(page, live_server, recorded_history,
     assert page.evaluate("() => window.notReloaded") is True
     assert page.problems == []
     page.screenshot(path=str(screenshot_dir / "run-page.png"), full_page=True)
+
+
+def test_a_run_that_finishes_with_a_failed_result_reads_partial_with_the_count(
+    page, live_server, recorded_history
+):
+    # Given a running run of two results, open in the browser, one result in
+    commit = recorded_history[-1].commit
+    run = Run.objects.create(repository=commit.repository, commit=commit, trigger="test")
+    actions.begin_run(
+        run, models=[("small-cnn", "zoo:small_cnn")], strategies=["none", "tvm-stock"],
+        boards=["cpu"], total=2,
+    )
+    actions.record_result(
+        run, model="small-cnn", strategy="none", board="cpu", report=fake_report(80_000, 1.0)
+    )
+    page.goto(f"{live_server.url}{run.get_absolute_url()}")
+    assert page.inner_text("[data-run-status]") == "running"
+
+    # When the other one fails and the run finishes
+    actions.record_result(
+        run, model="small-cnn", strategy="tvm-stock", board="cpu",
+        report=report_of(error="the model does not build"),
+    )
+    actions.finish_run(run)
+
+    # Then the badge says partial and how many failed, not succeeded
+    page.wait_for_selector("[data-run][data-finished='true']", timeout=8000)
+    assert page.inner_text("[data-run-status]") == "partial: 1 of 2 failed"
+    assert page.locator("[data-run-status] .status-partial").count() == 1
+    assert page.locator("[data-results] tr.result-failed").count() == 1
+    assert page.problems == []
