@@ -199,3 +199,22 @@ def test_run_wait_says_so_when_a_failed_run_has_no_error_message(failed_run):
 
     assert f"run {failed_run.pk} failed" in printed
     assert error == f"run {failed_run.pk} failed: it recorded no error message"
+
+
+def test_run_wait_labels_each_row_with_its_toolchain_when_there_are_two(
+    db, demo_repository_path, monkeypatch
+):
+    run = _handed(demo_repository_path, monkeypatch, {("tiny", "none"): bytes_only(1000)})
+    actions.record_result(
+        run, model="tiny", strategy="none", board="cpu", report=bytes_only(2000),
+        toolchain="apache-tvm==0.26.0",
+    )
+    out = io.StringIO()
+
+    call_command("run", "tracked", "--sha", run.commit.sha, "--wait", stdout=out)
+
+    header, *rows = [line for line in out.getvalue().splitlines() if "tiny" in line or
+                     line.startswith("model")][:3]
+    assert "toolchain" in header
+    assert any("apache-tvm==0.26.0" in row and "2.0 KiB" in row for row in rows), rows
+    assert any("worker environment" in row and "1000 B" in row for row in rows), rows

@@ -83,18 +83,28 @@ class Command(BaseCommand):
             time.sleep(POLL_SECONDS)
 
     def _table(self, run: Run) -> None:
-        rows = (
+        rows = list(
             Result.objects.for_run(run)
-            .select_related("model", "strategy", "board")
-            .order_by("model__name", "board__name", "strategy__name")
+            .select_related("model", "strategy", "board", "toolchain")
+            .order_by("model__name", "board__name", "strategy__name", "toolchain__spec")
         )
-        header = f"{'model':<20} {'board':<8} {'strategy':<32} {'planned':>12} {'peak':>12}  status"
-        self.stdout.write(header)
+        labels = {result.toolchain_id: result.toolchain.label for result in rows}
+        # Two toolchains make each model and strategy appear twice: a column tells them apart.
+        several = len(labels) > 1
+        if len(labels) == 1:
+            self.stdout.write(f"compiled with {next(iter(labels.values()))}")
+        width = max((len(label) for label in labels.values()), default=9)
+        toolchain = f"{'toolchain':<{width}} " if several else ""
+        self.stdout.write(
+            f"{'model':<20} {'board':<8} {'strategy':<32} {toolchain}"
+            f"{'planned':>12} {'peak':>12}  status"
+        )
         for result in rows:
             status = "ok" if result.status == "ok" else f"FAILED: {_first_line(result.error)}"
+            toolchain = f"{labels[result.toolchain_id]:<{width}} " if several else ""
             self.stdout.write(
                 f"{result.model.name:<20} {result.board.name:<8} {result.strategy.name:<32} "
-                f"{human_bytes(result.planned_bytes):>12} "
+                f"{toolchain}{human_bytes(result.planned_bytes):>12} "
                 f"{human_bytes(result.measured_peak_bytes):>12}  {status}"
             )
 
