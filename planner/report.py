@@ -81,6 +81,17 @@ class StrategyReport:
     #: found but not made (``"all"`` when the rewritten module did not build).
     rewrites: dict = field(default_factory=dict)
     shape_bounds: dict = field(default_factory=dict)
+    #: The concrete shape this report was planned, built and measured at, by symbol
+    #: (``{"h": 256, "w": 256}``); empty for a model without a shape axis.
+    shape_point: dict[str, int] = field(default_factory=dict)
+    #: What TVM's own planner reserves when the model is built once for the whole range
+    #: (symbols at their upper bound): the over-allocation of upper-bound planning is this
+    #: against ``planned_bytes`` at ``shape_point``.
+    reserved_at_bound_bytes: int | None = None
+    #: This strategy's peak as a formula of the symbols (``"max(12*h*w + 4096, ...)"``) from
+    #: a plan valid at every point of the range, and where it was checked against planned
+    #: bytes; empty where the planner could not give one.
+    peak_formula: dict = field(default_factory=dict)
     latency_ms: dict | None = None
     outputs_match: bool | None = None
     max_abs_diff: float | None = None
@@ -156,13 +167,16 @@ _BYTES = (
     "planned_bytes", "intermediate_bytes", "output_bytes", "lower_bound_bytes",
     "rewritten_lower_bound_bytes", "program_order_lower_bound_bytes",
     "chosen_order_lower_bound_bytes", "measured_peak_bytes", "input_bytes", "weights_bytes",
+    "reserved_at_bound_bytes",
 )
 _REQUIRED_BYTES = ("kernel_workspace_bytes", "kernel_stack_bytes")
 _SECONDS = ("compile_seconds", "plan_seconds")
 _FLAGS = ("outputs_match", "proven_optimal")
 _TEXTS = ("tvm_version", "target", "model_source", "entry", "inputs_file")
 _OBJECTS = ("measured", "peak", "rewrites", "shape_bounds", "order", "environment",
-            "tolerance", "artifacts")
+            "tolerance", "artifacts", "shape_point", "peak_formula")
+#: A symbol's value at a shape point: a dimension, so positive and far below 2**40.
+MAX_DIMENSION = 1 << 40
 #: The most bytes a figure may claim (an exabyte): anything above is no measurement.
 MAX_BYTES = 1 << 60
 MAX_TEXT = 20_000
@@ -221,6 +235,7 @@ def parse_report(data: Any) -> StrategyReport:
             raise InvalidReport("board is not an object")
         _bounded(board, "board")
         _count(board, "memory_capacity")
+    _shape_point(data.get("shape_point"))
     _latency(data.get("latency_ms"))
     report = StrategyReport.from_json(data)
     if report.ok:
@@ -250,6 +265,14 @@ def _text(data: dict, name: str, *, required: bool = False) -> None:
     value = data.get(name, "")
     if not isinstance(value, str) or len(value) > MAX_TEXT or (required and not value):
         raise InvalidReport(f"{name} is not a text")
+
+
+def _shape_point(value: Any) -> None:
+    for symbol, size in (value or {}).items():
+        if not symbol.isidentifier() or len(symbol) > 64:
+            raise InvalidReport(f"shape_point names {symbol[:80]!r}, not a symbol")
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size < MAX_DIMENSION:
+            raise InvalidReport(f"shape_point[{symbol}] is not a dimension: {str(size)[:80]}")
 
 
 def _latency(value: Any) -> None:
