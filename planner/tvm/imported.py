@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from planner import npz_files
+
 # TVM is imported where it is used: a worker reads the file names here without loading it.
 
 MODULE_FILE = "module.json"
@@ -220,10 +222,9 @@ def _fixed_inputs(path: Path, names, shapes, dtypes) -> dict[str, np.ndarray]:
         return {}
     fixed = {}
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
-    except Exception as exc:
-        raise ImportedError(f"{FIXED_FILE} does not load: {exc}") from None
+        arrays = npz_files.load_arrays(path)
+    except npz_files.UnsafeArrays as exc:
+        raise ImportedError(f"{FIXED_FILE} was refused: {exc}") from None
     for key, value in arrays.items():
         if key not in names:
             continue  # a weight of the unbound network, bound into this one

@@ -176,16 +176,18 @@ def _measure_cuda_memory(reports: list[StrategyReport]) -> None:
     """Device memory of each build, measured here: the worker never runs a model itself."""
     import subprocess
 
-    import numpy as np
-
+    from planner import npz_files
     from planner.tvm import cuda_memory
 
     for report in reports:
         library = report.artifacts.get("model.so")
         if not report.ok or not library or not report.inputs_file:
             continue
-        with np.load(report.inputs_file, allow_pickle=False) as data:
-            inputs = [data[f"arr_{i}"] for i in range(len(data.files))]
+        try:
+            inputs = npz_files.positional(npz_files.load_arrays(report.inputs_file))
+        except npz_files.UnsafeArrays as exc:
+            report.measured = {"cuda": {"error": str(exc)}}
+            continue
         try:
             figures = cuda_memory.measure(Path(library), inputs, entry=report.entry)
         except (cuda_memory.MeasurementError, OSError, subprocess.TimeoutExpired) as exc:

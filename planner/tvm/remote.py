@@ -9,11 +9,9 @@ board*, and all builds are timed there, interleaved, with the remote VM's
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import numpy as np
 from tvm import relax, rpc
 
+from planner import npz_files
 from planner.report import ATOL, RTOL, StrategyReport
 from planner.tvm import execute
 from planner.tvm.strategies import STOCK
@@ -69,8 +67,16 @@ def check_remotely(session, device: str, reports: dict[str, StrategyReport], rep
             continue
         loaders[strategy] = loader(strategy, library)
     reference = reports[STOCK]
-    with np.load(Path(reference.inputs_file)) as data:
-        inputs = [data[f"arr_{i}"] for i in range(len(data.files))]
+    try:
+        if not reference.inputs_file:
+            raise npz_files.UnsafeArrays("the compile handed over no inputs to check on")
+        # The sandboxed compile wrote this file: it is checked before numpy reads it.
+        inputs = npz_files.positional(npz_files.load_arrays(reference.inputs_file))
+    except npz_files.UnsafeArrays as exc:
+        for report in reports.values():
+            if report.ok:
+                report.error = f"the model's inputs were refused: {exc}"
+        return
     checks = execute.check_and_time(
         loaders, dev, inputs, reference=STOCK, entry=reference.entry,
         repeat=repeat, rtol=RTOL, atol=ATOL, where=" on the board",

@@ -3,12 +3,16 @@
 import importlib.util
 import json
 
+import numpy as np
 import pytest
 
 from dashboard.models import Board, Result, Run
+from planner.report import StrategyReport
+from planner.tvm import remote
 from tests.boards.conftest import free_port
 from tests.workers.conftest import wait_for
 from workers import boards
+from workers.boards.config import split_address
 
 pytestmark = pytest.mark.slow
 
@@ -102,3 +106,39 @@ def test_real_workers_run_a_suite_on_the_cpu_and_a_remote_board(
     assert board.info["rpc"]["address"] == rpc_server
     assert board.info["versions"]["tvm"].startswith("0.27")
     assert "board rpc-loopback done" in run.log
+
+
+def _hostile_inputs(path, attack: str):
+    if attack == "pickle":
+        # An object array: np.load would unpickle it if pickles were allowed.
+        np.savez(path, np.array([{"run": "os.system"}], dtype=object), allow_pickle=True)
+    elif attack == "members":
+        np.savez(path, *[np.zeros(1, "float32")] * 5000)
+    elif attack == "names":
+        np.savez(path, x=np.zeros(4, "float32"))
+    return path
+
+
+@pytest.mark.parametrize(("attack", "reason"), [
+    ("pickle", "not a numeric one"), ("members", "more than 4096"),
+    ("names", "not named arr_0"), ("missing", "no inputs"),
+])
+def test_inputs_the_sandbox_wrote_are_checked_before_the_board_runs_them(
+    rpc_server, tmp_path, attack, reason
+):
+    inputs = "" if attack == "missing" else str(_hostile_inputs(tmp_path / "inputs.npz", attack))
+    reports = {
+        strategy: StrategyReport(
+            model="tiny-cnn", strategy=strategy, inputs_file=inputs,
+            artifacts={"model.so": str(tmp_path / f"{strategy}.so")},
+        )
+        for strategy in STRATEGIES
+    }
+
+    remote.check_remotely(
+        remote.connect(rpc_address=split_address(rpc_server, "loop")), "cpu", reports, 1
+    )
+
+    for report in reports.values():
+        assert not report.ok and "the model's inputs were refused" in report.error
+        assert reason in report.error and report.latency_ms is None

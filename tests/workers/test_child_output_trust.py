@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 
 from planner.report import InvalidReport, StrategyReport, parse_report
@@ -147,3 +148,21 @@ def test_a_module_that_calls_outside_code_is_refused():
         ]
         with pytest.raises(ImportedError, match=op or symbol):
             refuse_external_calls(json.dumps({"root_index": 0, "nodes": nodes}))
+
+
+@pytest.mark.parametrize(("arrays", "reason"), [
+    # Thousands of members, none an input's name: np.load read each and dropped it.
+    ({f"w{i}": np.zeros(1, "float32") for i in range(5000)}, "more than 4096"),
+    ({"x": np.array([{"a": 1}], dtype=object)}, "not a numeric one"),
+], ids=["too-many-members", "pickled"])
+def test_fixed_inputs_the_import_handed_over_are_checked_before_they_are_read(
+    tmp_path, arrays, reason
+):
+    pytest.importorskip("tvm")
+    from planner.tvm.imported import FIXED_FILE, ImportedError, _fixed_inputs
+
+    path = tmp_path / FIXED_FILE
+    np.savez(path, allow_pickle=True, **arrays)
+
+    with pytest.raises(ImportedError, match=f"{FIXED_FILE} was refused: .*{reason}"):
+        _fixed_inputs(path, ["x"], [(1,)], ["float32"])
