@@ -7,12 +7,14 @@ back with :func:`load_imported` and does every step that produces a figure (lowe
 planning, building, checking, measuring). So a hostile model file can hand over a wrong
 model, which is then measured honestly, but no figure of its own.
 
-Nothing in the folder is believed. The module is TVM's JSON, scanned before TVM parses it:
-calls to external or packed functions (``system`` through ``T.call_extern``, a shared library
-loaded by ``R.call_pure_packed``) are refused, since the second process runs the compiled
-kernels. Input names, shapes and dtypes are read off the entry function's signature, bound
-weights are counted from the module's constants, and the repository planner's offsets are
-checked for type here and against the problem by ``validate_plan`` before any build.
+Nothing in the folder is believed. The module is TVM's JSON, checked before TVM parses it
+against a list of what real networks hold (:mod:`planner.tvm.module_check`): nothing that
+reaches code outside the module (``system`` through ``T.call_extern``, a shared library
+loaded by ``R.call_pure_packed``, C pasted in by a pragma) gets in, since the second process
+runs the compiled kernels. Input names, shapes and dtypes are read off the entry function's
+signature, bound weights are counted from the module's constants, and the repository
+planner's offsets are checked for type here and against the problem by ``validate_plan``
+before any build.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from planner import npz_files
+from planner.tvm.module_check import UnsafeModule, check_module_json
 
 # TVM is imported where it is used: a worker reads the file names here without loading it.
 
@@ -38,17 +41,6 @@ PLANS_FILE = "plans.json"
 #: Every file the repository's process may hand over, and nothing else.
 FILES = (MODULE_FILE, UNBOUND_FILE, NETWORK_FILE, FIXED_FILE, PLANS_FILE)
 
-#: Relax VM builtins are the runtime's own helpers, which a frontend may emit; every other
-#: packed function is whatever the process registered, so it is refused.
-ALLOWED_PACKED_PREFIX = "vm.builtin."
-#: Operators that call code outside the module: a C symbol or a registered function.
-REFUSED_OPS = {
-    "tirx.call_extern", "tirx.call_pure_extern", "tirx.tvm_call_packed",
-    "tirx.tvm_call_cpacked", "tirx.tvm_call_packed_lowered", "tirx.tvm_call_cpacked_lowered",
-    "tirx.tvm_call_trace_packed", "tirx.tvm_call_trace_packed_lowered",
-    "tirx.anylist_setitem_call_packed", "tirx.anylist_setitem_call_cpacked",
-    "tirx.tvm_static_handle",
-}
 MAX_NAME = 200
 MAX_PLAN_BUFFERS = 1_000_000
 
@@ -98,7 +90,7 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
     from planner.tvm.zoo.network import Network
 
     text = _read(folder / (UNBOUND_FILE if unbound else MODULE_FILE))
-    refuse_external_calls(text)
+    check_module(text)
     try:
         mod = tvm.ir.load_json(text)
     except Exception as exc:
@@ -134,31 +126,12 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
     return Imported(network, _plans(folder / PLANS_FILE))
 
 
-def refuse_external_calls(text: str) -> None:
-    """ImportedError if the module JSON ``text`` calls code outside the module."""
+def check_module(text: str) -> None:
+    """ImportedError unless the module JSON ``text`` holds only what Peakwatch builds."""
     try:
-        graph = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ImportedError(f"the imported module is not JSON: {exc}") from None
-    nodes = graph.get("nodes") if isinstance(graph, dict) else None
-    if not isinstance(nodes, list):
-        raise ImportedError("the imported module is not TVM's JSON (no node list)")
-    for node in nodes:
-        if not isinstance(node, dict):
-            continue
-        kind, data = node.get("type"), node.get("data")
-        if kind == "ir.Op" and data in REFUSED_OPS:
-            raise ImportedError(
-                f"the module calls external code ({data}), which Peakwatch does not run"
-            )
-        if kind == "relax.expr.ExternFunc":
-            where = data.get("global_symbol") if isinstance(data, dict) else None
-            symbol = _node_string(nodes, where)
-            if not symbol.startswith(ALLOWED_PACKED_PREFIX):
-                raise ImportedError(
-                    f"the module calls the packed function {symbol[:MAX_NAME]!r}, "
-                    "which Peakwatch does not run"
-                )
+        check_module_json(text)
+    except UnsafeModule as exc:
+        raise ImportedError(str(exc)) from None
 
 
 def constant_bytes(func) -> int:
@@ -181,14 +154,6 @@ def constant_bytes(func) -> int:
 
     relax.analysis.post_order_visit(func.body, visit)
     return total
-
-
-def _node_string(nodes: list, index: Any) -> str:
-    if _is_int(index) and 0 <= index < len(nodes):
-        node = nodes[index]
-        if isinstance(node, dict) and isinstance(node.get("data"), str):
-            return node["data"]
-    return ""
 
 
 def _signature(func, bounds: dict[str, int]):

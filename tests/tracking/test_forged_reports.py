@@ -4,8 +4,9 @@ A hostile model file, run by a real worker through the real sandbox, tries each 
 attacker tried on a real deployment: writing its own reports (``planned_bytes=1``, artifacts
 naming the worker's secret key and ``/proc/self/environ``, an artifact name that climbs out
 of the artifact store), handing over links instead of files, and a model whose kernel calls
-``system``. None of it is recorded: the Results fail and say why, no page, artifact or API
-answer holds a byte of the host, and the honest model after each attack completes.
+``system`` or pastes C source into the build through a loop's pragma. None of it is
+recorded: the Results fail and say why, no page, artifact or API answer holds a byte of the
+host, and the honest model after each attack completes.
 """
 
 from __future__ import annotations
@@ -76,10 +77,30 @@ def build(attack: str, secret: str = ""):
                 return y
 
         return Network("extern", Module, ["x"], [(4,)], ["float32"])
+    if attack == "pragma":
+        # C source pasted into the build by a loop annotation: no call in sight.
+        from tvm.script import ir as I, relax as R, tirx as T
+        from planner.tvm.zoo.network import Network
+
+        # Its own class name: TVMScript finds a class's source by name, first match wins.
+        @I.ir_module
+        class Pasted:
+            @T.prim_func
+            def paste(x: T.Buffer((4,), "float32"), y: T.Buffer((4,), "float32")):
+                for i in T.serial(4, annotations={"pragma_import_c": "int evil(void);"}):
+                    y[i] = x[i]
+
+            @R.function
+            def forward(x: R.Tensor((4,), "float32")):
+                cls = Pasted
+                y = R.call_tir(cls.paste, (x,), out_ty=R.Tensor((4,), "float32"))
+                return y
+
+        return Network("pragma", Pasted, ["x"], [(4,)], ["float32"])
     raise ValueError(attack)
 '''
 
-ATTACKS = ("forge", "links", "extern")
+ATTACKS = ("forge", "links", "extern", "pragma")
 STRATEGIES = ("tvm-stock", "greedy-by-size")
 
 
@@ -133,7 +154,8 @@ def test_forged_reports_and_files_are_not_recorded(
     error = {a: results[(f"hostile-{a}", "tvm-stock")].error for a in ATTACKS}
     assert "returned reports, not a model" in error["forge"]
     assert "module.json: it is a link" in error["links"]
-    assert "calls external code (tirx.call_extern)" in error["extern"]
+    assert "calls the operator tirx.call_extern" in error["extern"]
+    assert "annotation 'pragma_import_c'" in error["pragma"]
 
     # Nothing of the host in any artifact, page or API answer.
     stored = Artifact.objects.filter(result__run=run)

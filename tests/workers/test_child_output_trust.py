@@ -134,22 +134,6 @@ def test_a_folder_replaced_by_a_link_hands_over_nothing(tmp_path):
     assert not (tmp_path / "received" / "module.json").exists()
 
 
-def test_a_module_that_calls_outside_code_is_refused():
-    tvm = pytest.importorskip("tvm")
-    from planner.tvm.imported import ImportedError, refuse_external_calls
-    from planner.tvm.zoo import ModelSource, build_network
-
-    honest_module = build_network(ModelSource("zoo:small_cnn", {"channels": 2})).mod
-    refuse_external_calls(tvm.ir.save_json(honest_module))
-    for op, symbol in (("tirx.call_extern", None), (None, "runtime.module.loadfile_so")):
-        nodes = [{"type": "ir.Op", "data": op}] if op else [
-            {"type": "ffi.String", "data": symbol},
-            {"type": "relax.expr.ExternFunc", "data": {"global_symbol": 0}},
-        ]
-        with pytest.raises(ImportedError, match=op or symbol):
-            refuse_external_calls(json.dumps({"root_index": 0, "nodes": nodes}))
-
-
 @pytest.mark.parametrize(("arrays", "reason"), [
     # Thousands of members, none an input's name: np.load read each and dropped it.
     ({f"w{i}": np.zeros(1, "float32") for i in range(5000)}, "more than 4096"),

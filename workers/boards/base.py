@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from planner.report import StrategyReport
-from planner.tvm.imported import FILES
+from planner.tvm.imported import FILES, UNBOUND_FILE
 from planner.tvm.toolchain import Toolchain
 from workers import sandbox, trust
 from workers.boards.config import BoardConfig
@@ -182,7 +182,9 @@ class BoardRunner:
             if failed:
                 return self._import_failed(job, failed)
             received = artifacts / "compile" / "network"
-            trust.copy_plain_files(handed, received, FILES, self.limits.file_bytes)
+            # Only the micro board reads the unbound module: nothing else gets a second one.
+            wanted = [f for f in FILES if options.get("micro") or f != UNBOUND_FILE]
+            trust.copy_plain_files(handed, received, wanted, self.limits.file_bytes)
             compile_job = {
                 **common,
                 **options,
