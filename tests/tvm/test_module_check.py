@@ -172,12 +172,15 @@ def test_the_loader_says_why_in_its_own_error():
         check_module(tvm.ir.save_json(HOSTILE["call_extern"]()))
 
 
-@pytest.mark.parametrize("source", ["zoo:small_cnn", "zoo:bert_tiny", "zoo:int8_vgg"])
+@pytest.mark.parametrize("source, params", [
+    ("zoo:small_cnn", {}), ("zoo:bert_tiny", {}), ("zoo:int8_vgg", {}),
+    ("torchvision:resnet18", {"image": 32}),
+])
 @pytest.mark.parametrize("target", ["llvm", "cuda"])
-def test_real_networks_pass_before_and_after_fusion(source, target):
+def test_real_networks_pass_before_and_after_fusion(source, params, target):
     from planner.tvm.lowering import _backend
 
-    mod = build_network(ModelSource(source, {})).mod
+    mod = build_network(ModelSource(source, params)).mod
     check_module_json(tvm.ir.save_json(mod))
     target = tvm.target.Target(target)
     backend = _backend(target)
