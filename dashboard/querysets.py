@@ -117,14 +117,17 @@ class ResultQuerySet(models.QuerySet):
     def for_commit(self, commit):
         return self.filter(commit=commit)
 
-    def cached(self, cache_key: str, board: str):
-        """Successful compiles with ``cache_key`` on the board named ``board``, oldest first.
+    def cached(self, cache_key: str, board: str, repository):
+        """Successful compiles with ``cache_key`` on the board named ``board`` in
+        ``repository`` (a Repository or its id), oldest first.
 
         Reused results point at the one they were copied from, so only the originals are
-        returned: figures are never copied from a copy.
+        returned: figures are never copied from a copy. Only the repository's own results
+        are: another repository's, however alike its files, never stand for its figures.
         """
         return self.succeeded().filter(
-            cache_key=cache_key, board__name=board, reused_from__isnull=True
+            cache_key=cache_key, board__name=board, reused_from__isnull=True,
+            model__repository=repository,
         ).order_by("id")
 
     def newest_by_series(self) -> dict[tuple[int, int, int, int], object]:

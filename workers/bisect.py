@@ -106,9 +106,11 @@ def bisect(
     cached: Callable[[str], int | None] = lambda key: None,
     compile: Callable[..., int | None] = compile_planned_bytes,
     check: Callable[[list[str]], None] = lambda shas: None,
+    repository: int,
 ) -> Bisection:
     """``check`` sees every commit the search may compile before any is: it raises to
-    refuse the bisection (the command refuses code from outside that no one approved)."""
+    refuse the bisection (the command refuses code from outside that no one approved).
+    ``repository`` is the tracked repository's id: cached figures are its own only."""
     good_sha, bad_sha = gitrepo.resolve(mirror, good), gitrepo.resolve(mirror, bad)
     shas = [good_sha, *gitrepo.rev_list(mirror, good_sha, bad_sha)]
     check(shas)
@@ -134,7 +136,9 @@ def bisect(
         if content is not None and content in by_content:
             planned, how = by_content[content], "same content"
         else:
-            key = compile_cache.cache_key(content, strategy, version, target) if content else ""
+            key = compile_cache.cache_key(
+                content, strategy, version, target, repository=repository
+            ) if content else ""
             planned = cached(key) if key else None
             how = "cache"
             if planned is None:

@@ -1,12 +1,18 @@
 """The compile cache: a model whose inputs did not change is not compiled again.
 
-A compile is identified by what it reads and how it is built: the manifest's entry for the
-model (source and parameters), the pipeline, the repository's content that the suite reads
-(the whole tree but the manifest by default, only ``[suite] inputs`` when listed; nothing
-for a suite of zoo models), the strategy, the TVM version and toolchain (spec, version and
-git hash: two builds of one release differ), the target, and the planner code that builds
-and plans it. Two Results with the same key on the same board would measure the same thing,
-so the later one copies the earlier one's figures and artifacts (``Result.reused_from``).
+A compile is identified by what it reads and how it is built: the repository it belongs to,
+the manifest's entry for the model (source and parameters), the pipeline, the repository's
+content that the compile can read (the whole tree but the manifest; nothing for a suite of
+zoo models), the strategy, the TVM version and toolchain (spec, version and git hash: two
+builds of one release differ), the target, and the planner code that builds and plans it.
+Two Results with the same key on the same board would measure the same thing, so the later
+one copies the earlier one's figures and artifacts (``Result.reused_from``).
+
+The repository is part of the key, and the lookup (``Result.objects.cached``) is limited to
+it too: figures are only ever copied within one repository, so one repository's results can
+never stand for another's, however alike their files. The content is the whole tree because
+the sandbox hands the compile the whole tree: a model file may import any module or read any
+file in it, so ``[suite] inputs`` (what a repository says its models read) cannot narrow it.
 """
 
 from __future__ import annotations
@@ -45,29 +51,24 @@ def model_content_hash(
         return digest.hexdigest()
     if repo is None or not sha:
         return None
-    inputs = list(suite.inputs) if suite else []
-    if inputs and entry.path is not None and not any(
-        entry.path == p.rstrip("/") or entry.path.startswith(p.rstrip("/") + "/") for p in inputs
-    ):
-        # The model's own file always counts, listed or not.
-        inputs.append(entry.path)
     try:
-        if not inputs:
-            # Everything but the manifest: the model's own entry in it is hashed above, and
-            # another model's new parameters must not compile this one again.
-            inputs = [name for name in gitrepo.top_level(repo, sha) if name != MANIFEST_PATH]
-        digest.update(gitrepo.content_id(repo, sha, inputs or ["-"]).encode())
+        # Everything but the manifest: the model's own entry in it is hashed above, and
+        # another model's new parameters must not compile this one again.
+        tree = [name for name in gitrepo.top_level(repo, sha) if name != MANIFEST_PATH]
+        digest.update(gitrepo.content_id(repo, sha, tree or ["-"]).encode())
     except gitrepo.GitError:
         return None
     return digest.hexdigest()
 
 
 def cache_key(
-    content_hash: str, strategy: str, tvm_version: str, target: str, toolchain: str = ""
+    content_hash: str, strategy: str, tvm_version: str, target: str, toolchain: str = "", *,
+    repository: int,
 ) -> str:
     """``toolchain`` is a toolchain's identity (``Toolchain.identity``); empty for the
-    worker's own environment, whose keys are those recorded before toolchains existed."""
-    parts = [content_hash, strategy, tvm_version, target, planner_fingerprint()]
+    worker's own environment. ``repository`` is the tracked repository's id."""
+    parts = [content_hash, strategy, tvm_version, target, planner_fingerprint(),
+             f"repository:{repository}"]
     if toolchain:
         parts.append(toolchain)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()

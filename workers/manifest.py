@@ -4,7 +4,7 @@
     strategies = ["tvm-stock", "none", "greedy-by-size", "repo:planning/mine.py:plan"]
     boards = ["cpu"]
     pipeline = "compile/pipeline.py:passes"     # optional: Relax passes run before planning
-    inputs = ["models/", "weights/"]            # optional: what the models read (cache key)
+    inputs = ["models/", "weights/"]            # accepted; the cache hashes the whole tree
     toolchains = ["apache-tvm==0.27.0.post1", "apache-tvm==0.26.0"]   # optional: TVMs to use
 
     [[models]]
@@ -72,7 +72,8 @@ class Suite:
     strategies: tuple[str, ...]
     boards: tuple[str, ...]
     pipeline: str = ""
-    #: Paths whose content the models read; empty means the whole tree.
+    #: Paths the repository says its models read. Not used for the cache key: the sandbox
+    #: hands the compile the whole tree, so what it may read is all of it.
     inputs: tuple[str, ...] = ()
     #: Toolchain specs, each compiling every model x strategy x board.
     toolchains: tuple[str, ...] = DEFAULT_TOOLCHAINS

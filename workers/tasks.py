@@ -262,10 +262,14 @@ def _cache_keys(
     identity = runner.cache_identity
     if not toolchain.spec:
         version = compile_cache.tvm_version()
-        return {s: compile_cache.cache_key(content, s, version, identity) for s in strategies}
+        return {
+            s: compile_cache.cache_key(content, s, version, identity, repository=run.repository_id)
+            for s in strategies
+        }
     return {
         s: compile_cache.cache_key(
-            content, s, toolchain.tvm_version, identity, toolchain=toolchain.identity
+            content, s, toolchain.tvm_version, identity, toolchain=toolchain.identity,
+            repository=run.repository_id,
         )
         for s in strategies
     }
@@ -279,7 +283,10 @@ def _reuse_cached(
     for strategy in strategies:
         source = None
         if strategy in keys:
-            source = Result.objects.cached(keys[strategy], board).exclude(run=run).first()
+            source = (
+                Result.objects.cached(keys[strategy], board, run.repository_id)
+                .exclude(run=run).first()
+            )
         if source is None:
             todo.append(strategy)
             continue

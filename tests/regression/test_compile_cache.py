@@ -20,7 +20,7 @@ COMMITS = [
 ]
 
 
-def test_the_key_follows_the_model_content_strategy_tvm_and_target():
+def test_the_key_follows_the_repository_model_content_strategy_tvm_and_target():
     entry = ModelEntry("small-cnn", "zoo:small_cnn", SMALL)
     content = compile_cache.model_content_hash(entry)
     same = compile_cache.model_content_hash(ModelEntry("renamed", "zoo:small_cnn", dict(SMALL)))
@@ -28,35 +28,47 @@ def test_the_key_follows_the_model_content_strategy_tvm_and_target():
         ModelEntry("small-cnn", "zoo:small_cnn", {**SMALL, "channels": 8})
     )
 
-    key = compile_cache.cache_key(content, "greedy-by-size", "0.27", "llvm")
+    key = compile_cache.cache_key(content, "greedy-by-size", "0.27", "llvm", repository=1)
 
     assert content == same != wider
-    assert key != compile_cache.cache_key(content, "none", "0.27", "llvm")
-    assert key != compile_cache.cache_key(content, "greedy-by-size", "0.28", "llvm")
-    assert key != compile_cache.cache_key(content, "greedy-by-size", "0.27", "cuda")
+    assert key != compile_cache.cache_key(content, "none", "0.27", "llvm", repository=1)
+    assert key != compile_cache.cache_key(content, "greedy-by-size", "0.28", "llvm", repository=1)
+    assert key != compile_cache.cache_key(content, "greedy-by-size", "0.27", "cuda", repository=1)
+    assert key != compile_cache.cache_key(content, "greedy-by-size", "0.27", "llvm", repository=2)
+    assert key != compile_cache.cache_key(
+        content, "greedy-by-size", "0.27", "llvm", "apache-tvm==0.27|abc", repository=1
+    )
 
 
-def test_a_file_source_is_hashed_by_the_whole_tree_unless_inputs_are_listed(tmp_path):
+def test_a_file_source_is_hashed_by_the_whole_tree_whatever_inputs_are_listed(tmp_path):
     repo = tmp_path / "repo"
     create_demo_repository(repo, COMMITS[:1])
+    (repo / "compile").mkdir()
     when = datetime.now(UTC)
-    first = commit_file(repo, "net.py", "def build():\n    return 1\n", "Add net", when)
-    second = commit_file(repo, "net.py", "def build():\n    return 2\n", "Change net", when)
-    third = commit_file(repo, "README", "docs\n", "Only docs", when)
+    shas = [
+        commit_file(repo, "net.py", "from helpers import W\ndef build():\n    return W\n",
+                    "Add net", when),
+        commit_file(repo, "net.py", "from helpers import W\ndef build():\n    return 2\n",
+                    "Change net", when),
+        # Files the compile reads besides the model's: a module it imports, the pipeline.
+        commit_file(repo, "helpers.py", "W = 3\n", "Change what net imports", when),
+        commit_file(repo, "compile/pipeline.py", "def passes(t):\n    return []\n",
+                    "Change the pipeline", when),
+        commit_file(repo, "README", "docs\n", "Only docs", when),
+    ]
     entry = ModelEntry("m", "net.py:build", {})
-    whole_tree = Suite((entry,), ("none",), ("cpu",))
-    only_net = Suite((entry,), ("none",), ("cpu",), inputs=("net.py",))
+    whole_tree = Suite((entry,), ("none",), ("cpu",), pipeline="compile/pipeline.py:passes")
+    only_net = Suite((entry,), ("none",), ("cpu",), pipeline="compile/pipeline.py:passes",
+                     inputs=("net.py",))
 
-    by_tree = [compile_cache.model_content_hash(entry, whole_tree, repo, sha)
-               for sha in (first, second, third)]
-    by_inputs = [compile_cache.model_content_hash(entry, only_net, repo, sha)
-                 for sha in (first, second, third)]
+    by_tree = [compile_cache.model_content_hash(entry, whole_tree, repo, sha) for sha in shas]
+    by_inputs = [compile_cache.model_content_hash(entry, only_net, repo, sha) for sha in shas]
 
-    assert None not in by_tree + by_inputs
-    # Any file may be read by the model (an import, a weights file): every change counts.
-    assert len(set(by_tree)) == 3
-    # With inputs listed, a change elsewhere (docs) compiles nothing again.
-    assert by_inputs[0] != by_inputs[1] == by_inputs[2]
+    assert None not in by_tree
+    # The sandbox hands the compile the whole tree: every change may change what it
+    # builds, and inputs listed by the repository cannot say otherwise.
+    assert len(set(by_tree)) == len(shas)
+    assert by_inputs == by_tree
     # Without the repository, a file model's content is unknown: no caching.
     assert compile_cache.model_content_hash(entry, whole_tree) is None
 
@@ -113,3 +125,39 @@ def test_an_unchanged_model_is_reused_and_a_changed_one_compiled(tmp_path):
     assert "unchanged, reused" in second.log
     # The widened model planned more bytes: detection raised the alerts.
     assert set(Alert.objects.values_list("model__name", "kind")) == {("small-cnn", "bytes")}
+
+
+def _record_head(repository, path):
+    info = gitrepo.history(path, "main")[-1]
+    return actions.record_commit(
+        repository, sha=info.sha, parent_sha=info.parent_sha, branch="main",
+        author=info.author, message=info.message, committed_at=info.committed_at,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_two_repositories_with_identical_models_never_share_cached_results(tmp_path):
+    # Given two repositories whose manifests and files are the same
+    repositories = []
+    for name in ("ours", "theirs"):
+        create_demo_repository(tmp_path / name, COMMITS[:1], strategies=("greedy-by-size",))
+        repositories.append(actions.track_repository(name, str(tmp_path / name)))
+    ours, theirs = repositories
+
+    # When both run (ours first, so its results are in the cache)
+    first = actions.start_run(_record_head(ours, tmp_path / "ours"))
+    second = actions.start_run(_record_head(theirs, tmp_path / "theirs"))
+
+    # Then theirs compiled everything itself: nothing was copied from ours
+    first, second = (Run.objects.get(pk=run.pk) for run in (first, second))
+    assert first.status == second.status == Run.Status.SUCCEEDED, second.error
+    results = Result.objects.filter(run=second)
+    assert results.count() == 2
+    assert not any(result.is_reused for result in results)
+    assert "unchanged, reused" not in second.log
+    for result in results:
+        original = Result.objects.get(run=first, model__name=result.model.name)
+        assert result.cache_key and result.cache_key != original.cache_key
+        assert list(Result.objects.cached(result.cache_key, "cpu", theirs)) == [result]
+        assert not Result.objects.cached(original.cache_key, "cpu", theirs).exists()

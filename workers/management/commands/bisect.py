@@ -36,7 +36,7 @@ class Command(BaseCommand):
             raise CommandError(f"no repository named {repository!r}")
 
         def cached(key: str) -> int | None:
-            hit = Result.objects.succeeded().filter(cache_key=key)
+            hit = Result.objects.succeeded().filter(cache_key=key, model__repository=repo)
             return hit.values_list("planned_bytes", flat=True).first()
 
         def approved_only(shas: list[str]) -> None:
@@ -55,7 +55,7 @@ class Command(BaseCommand):
         try:
             mirror = gitrepo.mirror(repo.clone_url, settings.PEAKWATCH["WORK_DIR"])
             outcome = bisect(mirror, model, good, bad, strategy=strategy, target=target,
-                             cached=cached, check=approved_only)
+                             cached=cached, check=approved_only, repository=repo.pk)
         except gitrepo.GitError as exc:
             raise CommandError(str(exc)) from None
         except RuntimeError as exc:
