@@ -123,6 +123,10 @@ def _start_revision(repository: Repository, rev: str, *, branch: str, trigger: s
     return actions.start_run(commit, trigger=trigger)
 
 
+class NothingToRun(Exception):
+    """The delivery asks for nothing that runs (a deleted branch): ignored, with why."""
+
+
 def process_delivery(delivery: WebhookDelivery) -> None:
     """Do what an accepted delivery asks: the git work the request did not wait for."""
     if delivery.repository is None or not isinstance(delivery.payload, dict):
@@ -135,6 +139,9 @@ def process_delivery(delivery: WebhookDelivery) -> None:
             detail = _process_pull_request(delivery.repository, delivery.payload)
         else:
             detail = f"nothing to do for {delivery.event}"
+    except NothingToRun as exc:
+        actions.close_delivery(delivery, outcome=Outcome.IGNORED, detail=str(exc))
+        return
     except gitrepo.GitError as exc:
         log.warning("delivery %s failed: %s", delivery.guid, exc)
         actions.close_delivery(delivery, outcome=Outcome.FAILED, detail=str(exc))
@@ -143,19 +150,47 @@ def process_delivery(delivery: WebhookDelivery) -> None:
 
 
 def _process_push(repository: Repository, payload: dict) -> str:
-    branch = payload["ref"].removeprefix("refs/heads/")
+    ref, after = payload["ref"], payload["after"]
+    if payload.get("deleted") or not after.strip("0"):
+        raise NothingToRun(f"{ref} was deleted: nothing to run")
+    branch = ref.removeprefix("refs/heads/")
     mirror = mirror_of(repository)
+    _check_pushed_head(mirror, branch, after)
     for pushed in payload.get("commits", []):
-        # Commits of the push that are not first parents of its head are recorded too.
-        if gitrepo.has_commit(mirror, pushed["id"]):
-            record_history(repository, mirror, pushed["id"], branch)
-    head = record_history(repository, mirror, payload["after"], branch)
+        # Commits of the push that are not first parents of its head are recorded too;
+        # only those the verified head holds, or the payload could name any commit.
+        sha = pushed["id"]
+        if gitrepo.has_commit(mirror, sha) and gitrepo.is_ancestor(mirror, sha, after):
+            record_history(repository, mirror, sha, branch)
+    head = record_history(repository, mirror, after, branch)
     merged = _approve_pushed(repository, mirror, payload, branch)
     run, started = actions.ensure_run(head, trigger="push")
     detail = f"{'started' if started else 'already had'} run {run.pk} of {head.short_sha}"
     if merged:
         detail += f"; approved by the push: {', '.join(c.short_sha for c in merged)}"
     return detail
+
+
+def _check_pushed_head(mirror, branch: str, after: str) -> None:
+    """GitError unless ``after`` is on ``branch`` as the repository's own remote has it.
+
+    The mirror was just fetched from the tracked repository's remote, so its branches are
+    the remote's. Anyone holding the webhook secret could otherwise name any commit the
+    mirror holds (a fork's pull request head, fetched under ``refs/pull/``) as pushed to a
+    branch: it would be recorded as the repository's own code, run without approval, and
+    approve every commit waiting below it. The branch may have moved on since the push, so
+    ``after`` must be its tip or one of the tip's ancestors.
+    """
+    tip = gitrepo.resolve(mirror, f"refs/heads/{branch}")
+    if not gitrepo.has_commit(mirror, after):
+        raise gitrepo.GitError(
+            f"the push names {after[:10]}, which the repository's remote does not hold"
+        )
+    if not gitrepo.is_ancestor(mirror, after, tip):
+        raise gitrepo.GitError(
+            f"the push names {after[:10]}, which is not on {branch!r} in the repository's "
+            f"remote (its tip is {tip[:10]}): nothing was run"
+        )
 
 
 def _approve_pushed(repository: Repository, mirror, payload: dict, branch: str) -> list[Commit]:

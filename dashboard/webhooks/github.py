@@ -11,6 +11,10 @@ trusted, and the body must not be read for its repository name before it is trus
   only then is the payload parsed to pick the one whose ``github_repository`` or clone URL
   matches ``repository.full_name``. No repository with a secret: 404; no secret verifies: 401.
 
+Either way the payload must name the repository exactly (``github_repository`` equal to
+``repository.full_name``, or the clone URL equal to one of the payload's URLs): one that
+names another repository, or none, is 404, never taken for the verified one.
+
 Only after verification is the body parsed (JSON, or GitHub's form encoding with a
 ``payload`` field): a malformed one is 400, and so is one nested deeper than
 :data:`dashboard.json_bodies.MAX_DEPTH` (measured before parsing, which recurses). A
@@ -111,13 +115,13 @@ def receive(request, repository: str | None = None):
     # Verified: from here on the body may be read.
     try:
         payload = _parse_body(body, request.content_type)
-        repo = _pick_repository(candidates, payload, named=repository is not None)
-        if repo is None:
-            return reject(Outcome.UNKNOWN_REPOSITORY, 404,
-                          "the payload's repository is not tracked here", candidates[0])
         outcome, status, action, detail = _triage(event, payload)
     except Malformed as exc:
         return reject(Outcome.MALFORMED, 400, str(exc), candidates[0])
+    repo = _pick_repository(candidates, payload)
+    if repo is None:
+        return reject(Outcome.UNKNOWN_REPOSITORY, 404,
+                      "the payload does not name a repository tracked here", candidates[0])
 
     if not guid:
         return reject(Outcome.MALFORMED, 400, "the X-GitHub-Delivery header is missing", repo)
@@ -180,26 +184,47 @@ def _holds_nul(value) -> bool:
     return False
 
 
-def _pick_repository(candidates: list[Repository], payload: dict, named: bool):
-    """The repository a verified payload is for, or None if it names another one."""
+def _pick_repository(candidates: list[Repository], payload: dict):
+    """The candidate the verified payload names exactly, or None.
+
+    Whichever secret verified it, a delivery is taken only for a repository it names: a
+    payload about another repository (or about none) is never run against this one.
+    """
     about = payload.get("repository")
-    full_name = about.get("full_name") if isinstance(about, dict) else None
-    matching = [r for r in candidates if _names(r, full_name)]
-    if matching:
-        return matching[0]
-    if named and full_name and candidates[0].github_repository:
-        # The URL names a repository mapped to another GitHub repository.
+    if not isinstance(about, dict):
         return None
-    return candidates[0]
+    return next((r for r in candidates if _names(r, about)), None)
 
 
-def _names(repo: Repository, full_name: str | None) -> bool:
-    if not full_name:
+def _names(repo: Repository, about: dict) -> bool:
+    """Whether the payload's ``repository`` object is ``repo``: its GitHub name when set,
+    else its clone URL, equal (not merely a suffix) to one of the payload's URLs."""
+    full_name = about.get("full_name")
+    if not isinstance(full_name, str) or not full_name:
         return False
     if repo.github_repository:
         return repo.github_repository.lower() == full_name.lower()
-    url = repo.clone_url.lower().removesuffix(".git")
-    return url.endswith("/" + full_name.lower()) or url.endswith(":" + full_name.lower())
+    ours = _url_place(repo.clone_url)
+    urls = [about.get(key) for key in ("clone_url", "ssh_url", "git_url", "html_url", "svn_url")]
+    theirs = {_url_place(url) for url in urls if isinstance(url, str) and url}
+    theirs.add(f"github.com/{full_name.lower()}")
+    return bool(ours) and ours in theirs
+
+
+def _url_place(url: str) -> str:
+    """``host/owner/name`` of a git URL (https, ssh, scp-like ``git@host:owner/name``,
+    git), lowercased, without credentials, port or ``.git``; "" for a local path."""
+    url = url.strip().lower()
+    if "://" in url:
+        rest = url.split("://", 1)[1]
+    elif re.match(r"^[^/@:]+@[^/:]+:", url):
+        rest = url.split("@", 1)[1].replace(":", "/", 1)
+    else:
+        return ""
+    host, _, path = rest.partition("/")
+    host = host.rsplit("@", 1)[-1].split(":", 1)[0]
+    path = path.strip("/").removesuffix(".git")
+    return f"{host}/{path}" if host and path else ""
 
 
 def _triage(event: str, payload: dict) -> tuple[str, int, str, str]:

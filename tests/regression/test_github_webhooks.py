@@ -80,7 +80,9 @@ def test_it_answers_400_for_a_malformed_signed_payload(client, tracked, body):
 
 
 def test_it_answers_a_ping(client, tracked):
-    response = deliver(client, {"zen": "Keep it logically awesome.", "hook_id": 1}, event="ping")
+    ping = {"zen": "Keep it logically awesome.", "hook_id": 1,
+            "repository": {"full_name": "octo/models"}}
+    response = deliver(client, ping, event="ping")
 
     assert response.status_code == 200
     assert response.json()["outcome"] == Outcome.PING
@@ -205,15 +207,20 @@ def test_the_url_without_a_name_finds_the_repository_whose_secret_verifies(
     assert WebhookDelivery.objects.get().repository == tracked
 
 
-def test_a_delivery_whose_git_work_fails_is_logged_as_failed(tracked, monkeypatch):
+def _process_queued_push(tracked, after: str) -> WebhookDelivery:
+    """A push accepted earlier, processed now as the task would."""
     delivery = actions.accept_delivery(
         guid="g", event="push", action="", repository=tracked, outcome=Outcome.QUEUED,
-        status_code=202, payload=push_payload("ab" * 20),
+        status_code=202, payload=push_payload(after),
     )
-
     tracking.process_delivery(delivery)
-
     delivery.refresh_from_db()
+    return delivery
+
+
+def test_a_delivery_whose_git_work_fails_is_logged_as_failed(tracked, monkeypatch):
+    delivery = _process_queued_push(tracked, "ab" * 20)
+
     assert delivery.outcome == Outcome.FAILED
     assert "ab" * 5 in delivery.detail
 
@@ -256,3 +263,109 @@ def test_a_signed_payload_holding_a_nul_character_is_malformed(client, tracked, 
 
     assert response.status_code == 400
     assert WebhookDelivery.objects.get().outcome == Outcome.MALFORMED
+
+
+def _without_repository(payload: dict) -> dict:
+    return {key: value for key, value in payload.items() if key != "repository"}
+
+
+@pytest.mark.parametrize(
+    ("github_repository", "clone_url", "url", "about"),
+    [
+        ("octo/models", None, "/webhooks/github/tracked", None),
+        ("", None, "/webhooks/github/tracked", {"full_name": "octo/models"}),
+        ("octo/models", None, "/webhooks/github", {"full_name": "octo/other"}),
+        # A clone URL that merely ends like the payload's repository is another one.
+        ("", "https://git.example/mirror/octo/models.git", "/webhooks/github/tracked",
+         {"full_name": "octo/models", "clone_url": "https://github.com/octo/models.git"}),
+    ],
+    ids=["names-none", "unmapped-repository", "unnamed-url-other-name", "url-suffix-only"],
+)
+def test_a_payload_is_never_taken_for_a_repository_it_does_not_name(
+    client, tracked, head, github_repository, clone_url, url, about
+):
+    tracked.github_repository = github_repository
+    tracked.clone_url = clone_url or tracked.clone_url
+    tracked.save()
+    payload = _without_repository(push_payload(head))
+    if about is not None:
+        payload["repository"] = about
+
+    response = deliver(client, payload, event="push", url=url)
+
+    assert response.status_code == 404
+    assert WebhookDelivery.objects.get().outcome == Outcome.UNKNOWN_REPOSITORY
+    assert not WebhookDelivery.objects.filter(accepted=True).exists()
+
+
+def test_a_payload_naming_the_clone_url_exactly_is_taken(client, tracked, head):
+    tracked.github_repository = ""
+    tracked.clone_url = "git@github.com:Octo/Models.git"
+    tracked.save()
+    payload = push_payload(head)
+    payload["repository"]["clone_url"] = "https://github.com/octo/models.git"
+
+    response = deliver(client, payload, event="push")
+
+    assert response.status_code == 202
+
+
+@pytest.fixture
+def fork_head(demo_repository_path):
+    """A commit only a fork's pull request brought: under refs/pull/5/head, on no branch."""
+    git(demo_repository_path, "checkout", "-q", "-b", "fork", "HEAD~1")
+    (demo_repository_path / "notes.txt").write_text("from a stranger\n")
+    git(demo_repository_path, "add", "notes.txt")
+    git(demo_repository_path, "commit", "-q", "-m", "Add notes")
+    sha = git(demo_repository_path, "rev-parse", "HEAD")
+    git(demo_repository_path, "update-ref", "refs/pull/5/head", sha)
+    git(demo_repository_path, "checkout", "-q", "main")
+    git(demo_repository_path, "branch", "-q", "-D", "fork")
+    return sha
+
+
+def test_a_push_naming_a_commit_not_on_its_branch_runs_nothing(
+    client, tracked, head, fork_head, queued, django_capture_on_commit_callbacks
+):
+    # Given a fork's pull request, waiting for a maintainer
+    with django_capture_on_commit_callbacks(execute=True):
+        deliver(client, pull_request_payload(
+            5, head_sha=fork_head, base_sha=head, association="NONE", head_repo="stranger/models"
+        ), event="pull_request", guid="pr")
+    waiting = Run.objects.get(commit__sha=fork_head)
+    assert waiting.awaits_approval
+
+    # When a signed push claims the fork's head was pushed to main
+    with django_capture_on_commit_callbacks(execute=True):
+        response = deliver(client, push_payload(fork_head, commits=[fork_head]), event="push",
+                           guid="forged-push")
+
+    # Then the remote's main does not hold it: nothing is recorded on main, nothing runs,
+    # and the fork's commit still waits
+    assert response.status_code == 202
+    delivery = WebhookDelivery.objects.get(guid="forged-push")
+    assert delivery.outcome == Outcome.FAILED
+    assert f"names {fork_head[:10]}, which is not on 'main'" in delivery.detail
+    commit = Commit.objects.get(sha=fork_head)
+    assert commit.branch != "main" and commit.awaits_approval
+    assert not Run.objects.filter(trigger="push").exists()
+    assert Run.objects.get(pk=waiting.pk).awaits_approval
+    assert waiting.pk not in queued
+
+
+def test_a_push_whose_branch_moved_on_since_still_runs_its_head(
+    tracked, demo_repository_path, queued
+):
+    older = git(demo_repository_path, "rev-parse", "HEAD~1")
+    delivery = _process_queued_push(tracked, older)
+
+    assert delivery.outcome == Outcome.PROCESSED, delivery.detail
+    assert Run.objects.get().commit.sha == older
+
+
+def test_a_queued_push_of_a_deleted_branch_is_ignored_with_why(tracked, queued):
+    delivery = _process_queued_push(tracked, "0" * 40)
+
+    assert delivery.outcome == Outcome.IGNORED
+    assert delivery.detail == "refs/heads/main was deleted: nothing to run"
+    assert not Commit.objects.exists() and not Run.objects.exists()
