@@ -14,6 +14,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from planner.shapes import ShapeError, check_sizes
+
 # Same kernels on the same inputs must agree to float rounding; a wrong offset shows up
 # as differences of the size of the activations, far above these.
 RTOL = 1e-5
@@ -175,8 +177,6 @@ _FLAGS = ("outputs_match", "proven_optimal")
 _TEXTS = ("tvm_version", "target", "model_source", "entry", "inputs_file")
 _OBJECTS = ("measured", "peak", "rewrites", "shape_bounds", "order", "environment",
             "tolerance", "artifacts", "shape_point", "peak_formula")
-#: A symbol's value at a shape point: a dimension, so positive and far below 2**40.
-MAX_DIMENSION = 1 << 40
 #: The most bytes a figure may claim (an exabyte): anything above is no measurement.
 MAX_BYTES = 1 << 60
 MAX_TEXT = 20_000
@@ -268,11 +268,11 @@ def _text(data: dict, name: str, *, required: bool = False) -> None:
 
 
 def _shape_point(value: Any) -> None:
-    for symbol, size in (value or {}).items():
-        if not symbol.isidentifier() or len(symbol) > 64:
-            raise InvalidReport(f"shape_point names {symbol[:80]!r}, not a symbol")
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size < MAX_DIMENSION:
-            raise InvalidReport(f"shape_point[{symbol}] is not a dimension: {str(size)[:80]}")
+    if value:
+        try:
+            check_sizes(value, "a point")
+        except ShapeError as exc:
+            raise InvalidReport(f"shape_point is no shape: {exc}") from None
 
 
 def _latency(value: Any) -> None:
