@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from planner.shapes import ShapeError, check_sizes
@@ -159,6 +160,15 @@ ARTIFACT_NAMES = (
 def slug(text: str) -> str:
     """``text`` as a file name: strategy names such as ``best-fit+rewrites`` included."""
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+
+
+def point_folder(out: Path, point: dict[str, int] | None) -> Path:
+    """Where a compile at shape ``point`` leaves its files under ``out``: ``out`` itself
+    without a point, else ``out/points/h-64-w-64`` (the compile writes ``<model>/<strategy>/``
+    below it, and the worker looks for them there and nowhere else)."""
+    if not point:
+        return out
+    return out / "points" / slug("-".join(f"{k}-{v}" for k, v in point.items()))
 
 
 class InvalidReport(ValueError):
