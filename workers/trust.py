@@ -20,6 +20,7 @@ import shutil
 import stat
 from pathlib import Path
 
+from dashboard import json_bodies
 from planner.report import ARTIFACT_NAMES, InvalidReport, StrategyReport, parse_report, slug
 
 #: The inputs a model was checked on, one file per model (a board runs the build on them).
@@ -56,12 +57,21 @@ def read_reports(path: Path) -> list[StrategyReport]:
 
 
 def read_json(path: Path, limit: int):
-    """JSON from a file a child wrote: a plain file, within ``limit`` bytes."""
+    """JSON from a file a child wrote: a plain file, within ``limit`` bytes, nested no
+    deeper than a request body may be."""
     handle = open_plain(path, limit)
     if isinstance(handle, str):
         raise HandoverError(handle)
     with handle:
         text = handle.read(limit + 1)
+    try:
+        # Measured before parsing: json and everything that walks its result recurse per
+        # level, and a RecursionError caught here could as well strike in the next walker.
+        json_bodies.check_depth(text)
+    except json_bodies.TooDeep:
+        raise HandoverError(
+            f"{path.name} nests arrays and objects deeper than {json_bodies.MAX_DEPTH} levels"
+        ) from None
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:

@@ -68,7 +68,7 @@ def test_reports_that_are_a_link_or_not_a_list_are_refused(tmp_path):
         trust.read_reports(link)
     nested = tmp_path / "nested.json"
     nested.write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(trust.HandoverError, match="not JSON"):
+    with pytest.raises(trust.HandoverError, match="nests arrays and objects deeper than 64"):
         trust.read_reports(nested)
     scalar = tmp_path / "scalar.json"
     scalar.write_text("{}")
@@ -150,3 +150,40 @@ def test_fixed_inputs_the_import_handed_over_are_checked_before_they_are_read(
 
     with pytest.raises(ImportedError, match=f"{FIXED_FILE} was refused: .*{reason}"):
         _fixed_inputs(path, ["x"], [(1,)], ["float32"])
+
+
+DEEP_REPORTS = """import os
+import sys
+from pathlib import Path
+
+
+def build():
+    # Below the interpreter's recursion limit json would parse; 10,000 is far above it.
+    Path(sys.argv[2]).write_text("[" * 10_000 + "{}" + "]" * 10_000)
+    os._exit(0)
+"""
+
+
+@pytest.mark.slow
+def test_a_child_handing_back_deeply_nested_reports_fails_its_results_with_why(tmp_path):
+    from workers import sandbox
+    from workers.boards.cpu import CpuBoard
+
+    if not sandbox.mode().full:
+        pytest.fail(f"the full sandbox is needed here: {sandbox.mode().reason}")
+    tree = tmp_path / "tree"
+    (tree / "models").mkdir(parents=True)
+    (tree / "models" / "deep.py").write_text(DEEP_REPORTS)
+    (tmp_path / "out").mkdir()
+
+    reports = CpuBoard().measure(
+        model_name="deep", source="models/deep.py:build", params={},
+        strategies=["tvm-stock", "greedy-by-size"], artifacts_dir=tmp_path / "out", repeat=0,
+        tree=tree,
+    )
+
+    assert [r.strategy for r in reports] == ["tvm-stock", "greedy-by-size"]
+    for report in reports:
+        assert not report.ok and report.planned_bytes is None
+        assert "reports.json nests arrays and objects deeper than 64 levels" in report.error
+        assert "recursion" not in report.error
