@@ -42,6 +42,7 @@ from dashboard.models import (
 )
 from dashboard.redaction import redact
 from planner.report import ARTIFACT_NAMES, StrategyReport
+from planner.shapes import label
 
 log = logging.getLogger(__name__)
 
@@ -283,6 +284,9 @@ def record_result(
         "max_abs_diff": _finite(report.max_abs_diff),
         "compile_seconds": report.compile_seconds,
         "proven_optimal": report.proven_optimal,
+        "shape_point": dict(report.shape_point),
+        "reserved_at_bound_bytes": report.reserved_at_bound_bytes,
+        "peak_formula": report.peak_formula,
         "tvm_version": report.tvm_version,
         "target": report.target,
         "environment": report.environment,
@@ -294,7 +298,8 @@ def record_result(
         tvm_git_hash=report.environment.get("tvm_git_hash", "") if report.ok else "",
     )
     result = _store_result(
-        run, model=model, strategy=strategy, board=board, fields=fields, toolchain=row
+        run, model=model, strategy=strategy, board=board, fields=fields, toolchain=row,
+        shape_label=label(report.shape_point),
     )
     warnings = []
     for name, path in report.artifacts.items():
@@ -316,7 +321,8 @@ def record_result(
 
 
 def _store_result(
-    run: Run, *, model: str, strategy: str, board: str, fields: dict, toolchain: Toolchain
+    run: Run, *, model: str, strategy: str, board: str, fields: dict, toolchain: Toolchain,
+    shape_label: str = "",
 ) -> Result:
     keys = {
         "run": run,
@@ -324,6 +330,7 @@ def _store_result(
         "strategy": Strategy.objects.get_or_create(name=strategy)[0],
         "board": register_board(board),
         "toolchain": toolchain,
+        "shape_label": shape_label,
     }
     with transaction.atomic():
         try:
@@ -342,21 +349,28 @@ def _store_result(
     return result
 
 
-def series_key(result: Result) -> tuple[int, int, int, int]:
-    return (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+#: A series: (model, strategy, board, toolchain) ids and the shape label ("" without an
+#: axis), as ``Series.key`` gives it.
+SeriesKey = tuple[int, int, int, int, str]
 
 
-def summarise_series(key: tuple[int, int, int, int], *, snapshot: bool = True) -> Series | None:
-    """Store what pages show of the series ``key`` (model, strategy, board, toolchain ids):
-    its newest result, its commit count, the points its chart draws and its overview cell;
-    then (unless not ``snapshot``) its model's trend snapshot. None (and no row) when it
-    has no successful result left."""
+def series_key(result: Result) -> SeriesKey:
+    return (
+        result.model_id, result.strategy_id, result.board_id, result.toolchain_id,
+        result.shape_label,
+    )
+
+
+def summarise_series(key: SeriesKey, *, snapshot: bool = True) -> Series | None:
+    """Store what pages show of the series ``key`` (model, strategy, board, toolchain ids
+    and shape label): its newest result, its commit count, the points its chart draws and
+    its overview cell; then (unless not ``snapshot``) its model's trend snapshot. None (and
+    no row) when it has no successful result left."""
     from dashboard.overview import latest_cell_html
-    from dashboard.trends import series_points
+    from dashboard.trends import SERIES_COLUMNS, series_points
 
-    model_id, strategy_id, board_id, toolchain_id = key
-    ids = {"model_id": model_id, "strategy_id": strategy_id, "board_id": board_id,
-           "toolchain_id": toolchain_id}
+    model_id = key[0]
+    ids = dict(zip(SERIES_COLUMNS, key, strict=True))
     with transaction.atomic():
         # Taken before reading the results: a worker recording another result of this
         # series waits here, then reads ours too, so the last to write has seen both.
@@ -398,7 +412,7 @@ def summarise_all_series() -> int:
     keys = set(
         Result.objects.succeeded()
         .order_by()
-        .values_list("model_id", "strategy_id", "board_id", "toolchain_id")
+        .values_list("model_id", "strategy_id", "board_id", "toolchain_id", "shape_label")
         .distinct()
     )
     for key in sorted(keys):
@@ -426,7 +440,7 @@ def forget_result(result: Result) -> None:
 class _SummariseAgain:
     """An on-commit hook that says which series it is for, so it is registered once."""
 
-    def __init__(self, key: tuple[int, int, int, int]):
+    def __init__(self, key: SeriesKey):
         self.series_key = key
 
     def __call__(self) -> None:
@@ -438,7 +452,8 @@ _REUSED_FIELDS = (
     "status", "planned_bytes", "intermediate_bytes", "output_bytes", "measured_peak_bytes",
     "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "latency_samples_ms",
     "outputs_match", "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version",
-    "target", "environment", "error", "cache_key",
+    "target", "environment", "error", "cache_key", "shape_point", "reserved_at_bound_bytes",
+    "peak_formula",
 )
 
 
@@ -454,7 +469,7 @@ def reuse_result(run: Run, *, model: str, strategy: str, board: str, source: Res
     fields["reused_from"] = source
     result = _store_result(
         run, model=model, strategy=strategy, board=board, fields=fields,
-        toolchain=source.toolchain,
+        toolchain=source.toolchain, shape_label=source.shape_label,
     )
     for artifact in source.artifacts.all():
         Artifact.objects.update_or_create(
@@ -592,7 +607,7 @@ def detect_regressions(run: Run) -> list[Alert]:
     from dashboard.detection import find_regressions
 
     alerts = []
-    alerted: set[tuple[int, int, int, int]] = set()
+    alerted: set[SeriesKey] = set()
     for finding in find_regressions(run):
         alert, created = Alert.objects.get_or_create(
             result=finding.result,
@@ -606,6 +621,7 @@ def detect_regressions(run: Run) -> list[Alert]:
                 "strategy": finding.result.strategy,
                 "board": finding.result.board,
                 "toolchain_id": finding.result.toolchain_id,
+                "shape_label": finding.result.shape_label,
                 "baseline_value": finding.baseline_value,
                 "value": finding.value,
                 "p_value": finding.p_value,

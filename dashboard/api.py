@@ -136,17 +136,36 @@ class ResultSerializer(serializers.ModelSerializer):
         "reads changed (the compile cache); null when compiled and measured for this run",
     )
     artifacts = ArtifactSerializer(many=True, read_only=True)
+    shape_point = serializers.DictField(
+        child=serializers.IntegerField(), read_only=True,
+        help_text="the input shape measured, by symbol ({\"h\": 256}); {} for a model "
+        "without a shape axis",
+    )
+    peak_formula = serializers.DictField(
+        read_only=True,
+        help_text="the strategy's peak as a formula of the symbols and where it was checked; "
+        "{} where the planner gave none",
+    )
 
     class Meta:
         model = Result
         fields = [
             "id", "run", "commit_sha", "repository", "model", "strategy", "board", "toolchain",
+            "shape_point", "shape_label", "reserved_at_bound_bytes", "peak_formula",
             "status", "planned_bytes", "intermediate_bytes", "kernel_workspace_bytes",
             "kernel_workspace_source", "output_bytes", "measured_peak_bytes",
             "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "outputs_match",
             "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version", "target",
             "reused_from", "error", "created_at", "artifacts",
         ]
+        extra_kwargs = {
+            "shape_label": {"help_text": "the shape point as pages name it (\"h=256,w=256\"); "
+                            "empty for a model without a shape axis"},
+            "reserved_at_bound_bytes": {
+                "help_text": "what TVM's planner reserves when the model is built once for "
+                "the whole range (symbols at their bound); null where not measured"
+            },
+        }
 
     @extend_schema_field({"type": "integer", "minimum": 0, "nullable": True})
     def get_kernel_workspace_bytes(self, result) -> int | None:
@@ -249,6 +268,11 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         OpenApiParameter("strategy", str, description="strategy name"),
         OpenApiParameter("board", str, description="board name"),
         OpenApiParameter("commit", str, description="commit sha or a prefix of it"),
+        OpenApiParameter(
+            "shape", str,
+            description="only results at this shape point (\"h=256,w=256\"); empty: only "
+            "results of models without a shape axis",
+        ),
         OpenApiParameter("run", ID_SCHEMA, description="run id"),
         OpenApiParameter("status", str, enum=Result.Status.values),
     ]
@@ -273,6 +297,8 @@ class ResultViewSet(viewsets.ReadOnlyModelViewSet):
             results = results.on_board_named(params["board"])
         if params.get("commit"):
             results = results.for_commit_sha(params["commit"])
+        if "shape" in params:
+            results = results.at_shape(params["shape"])
         run = int_param(params, "run", minimum=1, maximum=MAX_BIGINT)
         if run is not None:
             results = results.for_run(run)
@@ -315,7 +341,8 @@ class AlertSerializer(serializers.ModelSerializer):
         model = Alert
         fields = [
             "id", "repository", "commit_sha", "run", "result", "baseline",
-            "baseline_commit_sha", "model", "strategy", "board", "toolchain", "kind",
+            "baseline_commit_sha", "model", "strategy", "board", "toolchain", "shape_label",
+            "kind",
             "baseline_value", "value", "change", "relative_change", "p_value", "state",
             "is_open", "is_toolchain_change", "created_at", "updated_at", "compare_url",
             "plan_diff_url",
@@ -323,6 +350,8 @@ class AlertSerializer(serializers.ModelSerializer):
         extra_kwargs = {
             "baseline_value": {"help_text": "planned bytes, or median latency in ms"},
             "p_value": {"help_text": "Mann-Whitney U p-value of a latency alert"},
+            "shape_label": {"help_text": "the shape point that got worse (\"h=256,w=256\"); "
+                            "empty for a model without a shape axis"},
         }
 
 

@@ -370,8 +370,21 @@ class Result(models.Model):
     toolchain = models.ForeignKey(
         Toolchain, on_delete=models.PROTECT, related_name="results", default=default_toolchain
     )
+    # A model with a shape axis has one Result per point, and each point is a series of
+    # its own: memory at h=64 and at h=1024 are different figures, not one noisy line.
+    #: The point this was measured at, by symbol (``{"h": 256, "w": 256}``); empty for a
+    #: model without a shape axis.
+    shape_point = models.JSONField(default=dict, blank=True)
+    #: ``planner.shapes.label(shape_point)`` ("h=256,w=256"), "" without an axis: the key
+    #: that tells a point's series and Result apart.
+    shape_label = models.CharField(max_length=500, blank=True, default="")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.OK)
     planned_bytes = models.BigIntegerField(null=True, blank=True)
+    #: What TVM's planner reserves when the model is built once for the whole range
+    #: (symbols at their bound): upper-bound planning's cost against ``planned_bytes``.
+    reserved_at_bound_bytes = models.BigIntegerField(null=True, blank=True)
+    #: The strategy's peak as a formula of the symbols, and where it was checked.
+    peak_formula = models.JSONField(default=dict, blank=True)
     intermediate_bytes = models.BigIntegerField(null=True, blank=True)
     output_bytes = models.BigIntegerField(null=True, blank=True)
     measured_peak_bytes = models.BigIntegerField(null=True, blank=True)
@@ -402,16 +415,19 @@ class Result(models.Model):
         constraints = [
             # A redelivered task finds its Result already there and updates it.
             models.UniqueConstraint(
-                fields=["run", "model", "strategy", "board", "toolchain"],
+                fields=["run", "model", "strategy", "board", "toolchain", "shape_label"],
                 name="unique_result_per_run",
             )
         ]
         indexes = [
-            models.Index(fields=["model", "strategy", "board", "toolchain", "commit"]),
+            models.Index(
+                fields=["model", "strategy", "board", "toolchain", "shape_label", "commit"],
+                name="result_series",
+            ),
             # A model's trend reads only these columns of its successful results: on
             # PostgreSQL it is answered from the index alone, without touching the table.
             models.Index(
-                fields=["model", "board", "strategy", "toolchain", "commit"],
+                fields=["model", "board", "strategy", "toolchain", "shape_label", "commit"],
                 include=[
                     "run", "planned_bytes", "intermediate_bytes", "measured_peak_bytes",
                     "lower_bound_bytes", "latency_median_ms",
@@ -422,7 +438,8 @@ class Result(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.model} / {self.strategy} / {self.board} @ {self.commit}"
+        at = f" at {self.shape_label}" if self.shape_label else ""
+        return f"{self.model} / {self.strategy} / {self.board}{at} @ {self.commit}"
 
     def savings_vs(self, other: Result) -> float | None:
         """Fraction of ``other``'s planned bytes this result saves (negative: uses more)."""
@@ -460,6 +477,8 @@ class Series(models.Model):
     strategy = models.ForeignKey(Strategy, on_delete=models.CASCADE, related_name="+")
     board = models.ForeignKey(Board, on_delete=models.CASCADE, related_name="+")
     toolchain = models.ForeignKey(Toolchain, on_delete=models.CASCADE, related_name="+")
+    #: The shape point of the line (``Result.shape_label``), "" for a model without an axis.
+    shape_label = models.CharField(max_length=500, blank=True, default="")
     #: The newest successful Result (latest commit; of one commit run twice, the later run).
     latest_result = models.ForeignKey(
         Result, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -480,16 +499,20 @@ class Series(models.Model):
         verbose_name_plural = "series"
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "strategy", "board", "toolchain"], name="unique_series"
+                fields=["model", "strategy", "board", "toolchain", "shape_label"],
+                name="unique_series",
             )
         ]
 
     def __str__(self) -> str:
-        return f"{self.model} / {self.strategy} / {self.board} / {self.toolchain}"
+        line = f"{self.model} / {self.strategy} / {self.board} / {self.toolchain}"
+        return f"{line} at {self.shape_label}" if self.shape_label else line
 
     @property
-    def key(self) -> tuple[int, int, int, int]:
-        return (self.model_id, self.strategy_id, self.board_id, self.toolchain_id)
+    def key(self) -> tuple[int, int, int, int, str]:
+        return (
+            self.model_id, self.strategy_id, self.board_id, self.toolchain_id, self.shape_label
+        )
 
 
 class TrendSnapshot(models.Model):
@@ -629,6 +652,8 @@ class Alert(models.Model):
     toolchain = models.ForeignKey(
         Toolchain, on_delete=models.CASCADE, related_name="+", default=default_toolchain
     )
+    #: The shape point that got worse (its Result's ``shape_label``); "" without an axis.
+    shape_label = models.CharField(max_length=500, blank=True, default="")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     baseline_value = models.FloatField()
     value = models.FloatField()
@@ -648,8 +673,10 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         # The toolchain too: a suite with two TVMs has each series twice.
+        # And the point: one commit can grow a model at h=256 and leave h=64 alone.
+        at = f" at {self.shape_label}" if self.shape_label else ""
         return (
-            f"{self.get_kind_display()} of {self.model} / {self.strategy} / {self.board} "
+            f"{self.get_kind_display()} of {self.model} / {self.strategy} / {self.board}{at} "
             f"with {self.toolchain.label} @ {self.commit}"
         )
 

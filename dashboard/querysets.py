@@ -93,6 +93,10 @@ class ResultQuerySet(models.QuerySet):
         """Results of the commits whose sha starts with ``sha`` (a short sha is enough)."""
         return self.filter(commit__sha__startswith=sha.lower())
 
+    def at_shape(self, label: str):
+        """Results at the shape point ``label`` ("h=64,w=64"; "" for models without an axis)."""
+        return self.filter(shape_label=label)
+
     def for_strategy_named(self, name: str):
         return self.filter(strategy__name=name)
 

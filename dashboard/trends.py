@@ -160,6 +160,9 @@ def _series_rows(
         return cursor.fetchall()
 
 
+#: The columns that tell one series from another, in the order of ``Series.key``.
+SERIES_COLUMNS = ("model_id", "strategy_id", "board_id", "toolchain_id", "shape_label")
+
 #: What each stored point of a ``Series`` holds (``Series.points``).
 STORED_POINT_FIELDS = (
     "commit_id", "run_id", "planned_bytes", "intermediate_bytes", "lower_bound_bytes",
@@ -177,11 +180,12 @@ class SeriesSummary:
     latest_result_id: int | None
 
 
-def series_points(key: tuple[int, int, int, int], *, using=None) -> SeriesSummary:
-    """The points of the series ``key`` (model, strategy, board, toolchain ids) worth
-    drawing, at most ``MAX_POINTS``, chosen like ``_series_rows`` chooses them; the commits
-    with alerts on the series are kept too. Plain SQL over the tables, so the migration
-    that fills ``Series`` can call it as well."""
+def series_points(key: tuple, *, using=None) -> SeriesSummary:
+    """The points of the series ``key`` (model, strategy, board, toolchain ids and the
+    shape label) worth drawing, at most ``MAX_POINTS``, chosen like ``_series_rows`` chooses
+    them; the commits with alerts on the series are kept too. Plain SQL over the tables, so
+    the migration that fills ``Series`` can call it as well (with the four ids it knew:
+    its tables have no shape label yet)."""
     from django.db import connections
 
     db = connections[using or "default"]
@@ -193,7 +197,7 @@ def series_points(key: tuple[int, int, int, int], *, using=None) -> SeriesSummar
     def in_series(prefix: str = "") -> str:
         return " AND ".join(
             f"{prefix}{column} = %s"
-            for column in ("model_id", "strategy_id", "board_id", "toolchain_id")
+            for column in SERIES_COLUMNS[: len(key)]
         )
 
     sql = f"""
