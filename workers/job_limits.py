@@ -11,15 +11,22 @@ container without delegation) the watch walks ``/proc``: the job is the child th
 started, everything descended from it, and everything still in its session (a process whose
 parent died is re-parented away from the tree, but keeps the session unless it made its
 own). Memory is each process's proportional share (``Pss``), so pages a forked child shares
-with its parent are counted once.
+with its parent are counted once, plus the memory no process's size shows (:class:`Held`):
+shared-memory files held open or mapped (``memfd_create``, deleted tmpfs files, SysV
+segments, shared anonymous maps), what the job keeps in its private tmpfs mounts (``/tmp``,
+``/dev/shm``), and SysV segments no process has attached, read in the job's own IPC
+namespace. Files deleted on disk are counted with the scratch folder (:class:`Scratch`),
+which has limits of its own on bytes and files, in both cases.
 """
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import logging
 import os
 import signal
+import stat
 import threading
 import time
 from dataclasses import dataclass
@@ -45,25 +52,44 @@ def size(count: float) -> str:
     raise AssertionError("unreachable")
 
 
+def _breach(seen: str, limit: str, setting: str) -> str:
+    return f"the job was killed at {seen}, {limit} ({setting})"
+
+
 def memory_breach(used: int, limit: int) -> str:
-    return (
-        f"the job was killed at {size(used)} of memory (all its processes together), over "
-        f"its memory limit of {size(limit)} (PEAKWATCH_SANDBOX_MEMORY_BYTES={limit})"
+    return _breach(
+        f"{size(used)} of memory (all its processes together, with the shared memory and "
+        "in-memory files they hold)", f"over its memory limit of {size(limit)}",
+        f"PEAKWATCH_SANDBOX_MEMORY_BYTES={limit}",
     )
 
 
 def processes_breach(used: int, limit: int) -> str:
-    return (
-        f"the job was killed at {used} processes, at its process limit of {limit} "
-        f"(PEAKWATCH_SANDBOX_PROCESSES={limit})"
+    return _breach(
+        f"{used} processes", f"at its process limit of {limit}",
+        f"PEAKWATCH_SANDBOX_PROCESSES={limit}",
+    )
+
+
+def scratch_bytes_breach(used: int, limit: int) -> str:
+    return _breach(
+        f"{size(used)} in its scratch folder (deleted files still open included)",
+        f"over its scratch limit of {size(limit)}", f"PEAKWATCH_SANDBOX_SCRATCH_BYTES={limit}",
+    )
+
+
+def scratch_files_breach(used: int, limit: int) -> str:
+    return _breach(
+        f"more than {used - 1} files in its scratch folder", f"over its limit of {limit} files",
+        f"PEAKWATCH_SANDBOX_SCRATCH_FILES={limit}",
     )
 
 
 def tasks_breach(used: int, limit: int) -> str:
-    return (
-        f"the job was killed at {used} processes and threads, at its limit of {limit} "
-        f"({TASKS_PER_PROCESS} per process of its process limit, PEAKWATCH_SANDBOX_PROCESSES="
-        f"{limit // TASKS_PER_PROCESS})"
+    return _breach(
+        f"{used} processes and threads", f"at its limit of {limit}",
+        f"{TASKS_PER_PROCESS} per process of its process limit, "
+        f"PEAKWATCH_SANDBOX_PROCESSES={limit // TASKS_PER_PROCESS}",
     )
 
 
@@ -110,19 +136,237 @@ def job_tasks(root: int) -> list[Task]:
 
 
 def memory_of(pid: int) -> int:
-    """Bytes ``pid`` holds: its proportional set size, or its resident set size."""
+    """Bytes ``pid`` holds privately: its proportional set size less its shared-memory pages.
+
+    Those pages (``Pss_Shmem``) belong to files :class:`Held` counts whole, mapped or not.
+    """
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
-            for line in handle:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
+            fields = dict(line.split(b":", 1) for line in handle if b":" in line)
+        shared = int(fields.get(b"Pss_Shmem", b"0").split()[0])
+        return (int(fields[b"Pss"].split()[0]) - shared) * 1024
+    except (OSError, KeyError, ValueError):
         pass
     try:
         with open(f"/proc/{pid}/statm", "rb") as handle:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return 0
+
+
+#: Filesystems whose files are memory: counted as memory when deleted or kernel-internal.
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "hugetlbfs"})
+_CLONE_NEWIPC = 0x08000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def mounts(pid: int | str) -> dict[int, tuple[str, str]]:
+    """``pid``'s mounts: device number -> (mount point, filesystem type)."""
+    found = {}
+    with open(f"/proc/{pid}/mountinfo") as handle:
+        for line in handle:
+            head, _, tail = line.partition(" - ")
+            fields = head.split()
+            major, minor = fields[2].split(":")
+            found[os.makedev(int(major), int(minor))] = (fields[4], tail.split()[0])
+    return found
+
+
+def _namespace(pid: int | str, kind: str) -> int:
+    return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+
+
+class Held:
+    """Memory a job holds outside any process's ``Pss``, and bytes of deleted files on disk.
+
+    One per job: it remembers the job's namespaces once it finds a process inside them.
+    ``count`` runs in the watch's own thread, which joins the job's IPC namespace (a
+    namespace is per thread) to read the SysV segments no process has attached.
+    """
+
+    def __init__(self) -> None:
+        self.inside: int | None = None
+        #: Set by the watch's own thread alone: any other thread joining would stay there.
+        self.join_ipc = False
+        self.ipc_joined = False
+        self._ipc_tried = False
+
+    def count(self, members: list[Task]) -> tuple[int, int]:
+        """(memory bytes, bytes of deleted files on disk) that ``members`` hold."""
+        inside = self._inside(members)
+        private: dict[int, str] = {}  # the sandbox's own tmpfs mounts
+        known = mounts("thread-self")
+        if inside is not None:
+            try:
+                theirs = mounts(inside)
+            except OSError:
+                theirs = {}
+            private = {
+                dev: point for dev, (point, kind) in theirs.items()
+                if kind in MEMORY_FILESYSTEMS and dev not in known
+            }
+            known = {**known, **theirs}
+        memory = 0
+        for point in private.values():
+            try:
+                usage = os.statvfs(f"/proc/{inside}/root{point}")
+            except OSError:
+                continue
+            memory += (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+        sysv = self._sysv(inside)
+        memory += sysv or 0
+        seen: set[tuple[int, int]] = set()
+        on_disk = 0
+        for task in members:
+            for path, name in _held_files(task.pid):
+                if sysv is not None and name.startswith("/SYSV"):
+                    continue  # counted whole, attached or not
+                try:
+                    info = os.stat(path)
+                except OSError:
+                    continue
+                key = (info.st_dev, info.st_ino)
+                if key in seen or not stat.S_ISREG(info.st_mode) or info.st_dev in private:
+                    continue
+                seen.add(key)
+                kind = known.get(info.st_dev, ("", ""))[1]
+                # A device no mount shows is the kernel's own (memfd, SysV, shared anonymous
+                # maps): memory, like a deleted tmpfs file.
+                if not kind or kind in MEMORY_FILESYSTEMS:
+                    memory += info.st_blocks * 512
+                else:
+                    on_disk += info.st_blocks * 512
+        return memory, on_disk
+
+    def _inside(self, members: list[Task]) -> int | None:
+        """A process of the job inside its sandbox's namespaces, if it has any.
+
+        bwrap's own first process stays in the worker's PID namespace, and may be in a mount
+        namespace of the worker's making (``sandbox._Stage``); the job's are in new ones.
+        """
+        if self.inside is not None and any(t.pid == self.inside for t in members):
+            return self.inside
+        try:
+            own = _namespace("thread-self", "pid")
+        except OSError:
+            return None
+        for task in members:
+            try:
+                if _namespace(task.pid, "pid") != own:
+                    self.inside = task.pid
+                    return task.pid
+            except OSError:
+                continue
+        return None
+
+    def _sysv(self, inside: int | None) -> int | None:
+        """Bytes of the SysV segments in the job's own IPC namespace; None where unknown.
+
+        Only a namespace of the job's own is read: the host's holds other programs'
+        segments (PostgreSQL's). Joining needs CAP_SYS_ADMIN, so a worker that is not root
+        counts only the segments processes have attached (their maps).
+        """
+        if self.join_ipc and not self._ipc_tried and inside is not None:
+            try:
+                if _namespace(inside, "ipc") != _namespace("thread-self", "ipc"):
+                    self._ipc_tried = True
+                    fd = os.open(f"/proc/{inside}/ns/ipc", os.O_RDONLY)
+                    try:
+                        self.ipc_joined = _libc.setns(fd, _CLONE_NEWIPC) == 0
+                    finally:
+                        os.close(fd)
+            except OSError:
+                pass
+        if not self.ipc_joined:
+            return None
+        total = 0
+        with open("/proc/sysvipc/shm") as handle:
+            header = handle.readline().split()
+            rss, swap = header.index("rss"), header.index("swap")
+            for line in handle:
+                fields = line.split()
+                total += int(fields[rss]) + int(fields[swap])
+        return total
+
+
+def _held_files(pid: int):
+    """(path to stat, name) of what ``pid`` holds that may be memory: open or mapped files
+    that are deleted, memfds, SysV segments, shared anonymous maps. Sockets, pipes and files
+    still in place are not (those in place are the scratch folder's or read-only)."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        fds = []
+    for fd in fds:
+        try:
+            name = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if name.startswith("/") and (name.startswith("/memfd:") or name.endswith(" (deleted)")):
+            yield f"/proc/{pid}/fd/{fd}", name
+    try:
+        with open(f"/proc/{pid}/maps") as handle:
+            maps = handle.readlines()
+    except OSError:
+        return
+    for line in maps:
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6:
+            continue
+        name = fields[5].rstrip("\n")
+        if name.startswith(("/memfd:", "/SYSV")) or name.endswith(" (deleted)"):
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            # Only root may look these up; a worker that is not root counts open files alone.
+            yield f"/proc/{pid}/map_files/{start:x}-{end:x}", name
+
+
+class Scratch:
+    """The job's scratch folder: its bytes (each file once, however many links) and files.
+
+    The walk stops past the file limit, so a folder of a million files costs no more to
+    look at than one just over the limit.
+    """
+
+    def __init__(self, path: Path, *, max_bytes: int, max_files: int, skip: Path | None = None):
+        self.path = path
+        self.max_bytes = max_bytes
+        self.max_files = max_files
+        self.skip = str(skip) if skip is not None else None
+
+    def usage(self) -> tuple[int, int]:
+        """(bytes, files and folders), the count stopping at one past the limit."""
+        seen: set[tuple[int, int]] = set()
+        used = files = 0
+        todo = [str(self.path)]
+        while todo and files <= self.max_files:
+            try:
+                entries = os.scandir(todo.pop())
+            except OSError:
+                continue
+            with entries:
+                for entry in entries:
+                    files += 1
+                    if files > self.max_files:
+                        break
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    if (info.st_dev, info.st_ino) not in seen:
+                        seen.add((info.st_dev, info.st_ino))
+                        used += info.st_blocks * 512
+                    if stat.S_ISDIR(info.st_mode) and entry.path != self.skip:
+                        todo.append(entry.path)
+        return used, files
+
+    def check(self, hidden: int = 0) -> str | None:
+        """A breach, counting ``hidden`` bytes of deleted files the job still holds."""
+        used, files = self.usage()
+        if files > self.max_files:
+            return scratch_files_breach(files, self.max_files)
+        if used + hidden > self.max_bytes:
+            return scratch_bytes_breach(used + hidden, self.max_bytes)
+        return None
 
 
 class Cgroup:
@@ -224,7 +468,7 @@ class JobWatch(threading.Thread):
 
     def __init__(
         self, root: int, *, memory_bytes: int, processes: int, cgroup: Cgroup | None = None,
-        interval: float = INTERVAL,
+        scratch: Scratch | None = None, interval: float = INTERVAL,
     ):
         super().__init__(name=f"sandbox-watch-{root}", daemon=True)
         self.root = root
@@ -232,11 +476,14 @@ class JobWatch(threading.Thread):
         self.processes = processes
         self.tasks = processes * TASKS_PER_PROCESS
         self.cgroup = cgroup
+        self.scratch = scratch
+        self.held = Held()
         self.interval = interval
         self.breach: str | None = None
         self._done = threading.Event()
 
     def run(self) -> None:
+        self.held.join_ipc = True
         while not self._done.wait(self.interval):
             try:
                 breach = self.check()
@@ -249,17 +496,26 @@ class JobWatch(threading.Thread):
                 return
 
     def check(self) -> str | None:
+        on_disk = 0
         if self.cgroup is not None:
+            # The cgroup charges shared memory and tmpfs pages to the job already.
             memory, processes, tasks, events = self.cgroup.counters()
             if events.get("oom_kill"):
                 return memory_breach(max(memory, self.memory_bytes), self.memory_bytes)
             if events.get("pids_max"):
                 return tasks_breach(max(tasks, self.tasks), self.tasks)
+            if self.scratch is not None:
+                on_disk = self.held.count(job_tasks(self.root))[1]
         else:
             members = job_tasks(self.root)
             processes = len(members)
             tasks = sum(task.threads for task in members)
-            memory = sum(memory_of(task.pid) for task in members)
+            memory, on_disk = self.held.count(members)
+            memory += sum(memory_of(task.pid) for task in members)
+        if self.scratch is not None:
+            breach = self.scratch.check(on_disk)
+            if breach:
+                return breach
         if processes >= self.processes:
             return processes_breach(processes, self.processes)
         if tasks >= self.tasks:

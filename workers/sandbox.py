@@ -10,14 +10,17 @@ requests from strangers included, so none of it runs in a worker. The child
 - runs as an unprivileged user with no capabilities and ``no_new_privs``: a worker running
   as root starts it as ``Limits.user``/``Limits.group`` (nobody/nogroup by default), which
   owns the scratch folder; any other worker runs it as itself;
-- has limits on the whole job, all its processes together (memory, processes and threads:
-  :mod:`workers.job_limits`), on each process (address space, CPU time, file size) and on
-  wall-clock time; a job killed on a limit fails with a message that names the limit;
+- has limits on the whole job, all its processes together (memory, shared memory and
+  in-memory files included; processes and threads; its scratch folder's bytes and files:
+  :mod:`workers.job_limits`), on each process (address space, CPU time, file size, open
+  files) and on wall-clock time; a job killed on a limit fails with a message that names
+  the limit;
 - with bubblewrap (Debian's ``bubblewrap``) present, runs in new user, network, PID, IPC
   and UTS namespaces (no network at all, no nested user namespaces), and sees only
   ``/usr``, the files of ``/etc`` that Python, TVM and gcc read (no shadow, ssh or TLS
-  keys), Python and the planner read-only, a minimal ``/dev`` (no device nodes to make or
-  open, unless the board needs its GPU): the *full* sandbox. Without it only the user,
+  keys), Python and the planner read-only, a minimal ``/dev`` of its own with a private
+  ``/dev/shm`` (no device nodes to make or open; a GPU board's job gets its GPU's nodes
+  alone): the *full* sandbox. Without it only the user,
   the limits and the scrubbed environment hold: the *reduced* sandbox, which the boards
   page shows with its reason, and which runs nothing unless ``Limits.allow_reduced``
   (``PEAKWATCH_SANDBOX_ALLOW_REDUCED=1``) says so.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
 import json
 import logging
 import os
@@ -72,6 +76,10 @@ class Limits:
     allow_reduced: bool = False
     #: A delegated cgroup v2 folder to make each job's cgroup in; empty: the worker's own.
     cgroup: str = ""
+    #: The scratch folder as a whole (deleted files the job still holds included): a
+    #: per-process file size limit alone lets many files fill the disk.
+    scratch_bytes: int = 4 << 30
+    scratch_files: int = 10_000
 
     @classmethod
     def from_settings(cls, values: dict | None) -> Limits:
@@ -87,6 +95,8 @@ class Limits:
             group=int(values.get("GROUP", cls.group)),
             allow_reduced=bool(values.get("ALLOW_REDUCED", cls.allow_reduced)),
             cgroup=str(values.get("CGROUP", cls.cgroup)),
+            scratch_bytes=int(values.get("SCRATCH_BYTES", cls.scratch_bytes)),
+            scratch_files=int(values.get("SCRATCH_FILES", cls.scratch_files)),
         )
 
     @property
@@ -165,7 +175,7 @@ def run_job(
 
     ``scratch`` is the only folder the child may write (artifacts, its home, its temporary
     files); ``tree``, the commit's checkout, is its working directory, read-only.
-    ``devices`` exposes the host's devices (a GPU) to the child. ``python`` is the
+    ``devices`` shows the child the host's GPU nodes (:func:`gpu_nodes`). ``python`` is the
     interpreter to run (a toolchain's, :mod:`planner.tvm.toolchain`; the worker's own by
     default), and ``folders`` what it reads beyond the worker's environment, shown read-only.
     """
@@ -225,7 +235,10 @@ def run_job(
             cgroup.remove()
         raise SandboxError(f"the sandbox could not start: {exc}") from None
     watch = job_limits.JobWatch(
-        proc.pid, memory_bytes=limits.memory_bytes, processes=limits.processes, cgroup=cgroup
+        proc.pid, memory_bytes=limits.memory_bytes, processes=limits.processes, cgroup=cgroup,
+        scratch=job_limits.Scratch(
+            scratch, max_bytes=limits.scratch_bytes, max_files=limits.scratch_files, skip=tree
+        ),
     )
     watch.start()
     try:
@@ -302,6 +315,9 @@ def _why_no_reports(code: int, output: str, limits: Limits) -> str:
 
 #: Between the soft CPU limit (SIGXCPU, which says why) and the hard one (SIGKILL).
 _CPU_GRACE = 5
+#: Open files per process: the usual soft limit, which Python and TVM work within; it also
+#: bounds how many files (memfds among them) the job watch reads for each process.
+OPEN_FILES = 1024
 _libc = ctypes.CDLL(None, use_errno=True)
 _PR_SET_NO_NEW_PRIVS = 38
 _CLONE_NEWNS = 0x00020000
@@ -327,6 +343,9 @@ def _confine(
     )
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    files = OPEN_FILES if hard == resource.RLIM_INFINITY else min(OPEN_FILES, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
     if stage.runs_as is not None:
         user, group = stage.runs_as
         if per_user:
@@ -530,8 +549,27 @@ ETC_ALLOWED = (
     "localtime", "timezone", "locale.alias", "mime.types",
     "os-release", "debian_version", "lsb-release", "protocols", "services", "mtab",
 )
-#: /tmp and /dev/shm are memory no process shows in its own size: kept small.
+#: /tmp and /dev/shm are memory no process shows in its own size: the job watch counts
+#: them, and their size bounds what one can gain between two of its looks.
 TMPFS_BYTES = 256 << 20
+
+
+#: What a GPU board's job needs of the host's /dev: NVIDIA's nodes (nvidia0, nvidiactl,
+#: nvidia-uvm, nvidia-caps/*) and DRM's (dri/card0, dri/renderD128).
+GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*")
+
+
+def gpu_nodes() -> list[str]:
+    """The GPU device nodes this host has (character devices only: not dri/by-path's links)."""
+    found = set()
+    for pattern in GPU_NODES:
+        for path in glob.glob(pattern):
+            try:
+                if stat.S_ISCHR(os.lstat(path).st_mode):
+                    found.add(path)
+            except OSError:
+                continue
+    return sorted(found)
 
 
 def _bwrap(
@@ -553,10 +591,12 @@ def _bwrap(
     # The tmpfs first: a bind below /tmp made before it (the project, its Python, a
     # toolchain, the scratch folder) would be hidden by it.
     args += ["--proc", "/proc", "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp"]
+    # A /dev of the job's own even for a GPU: the host's holds its disks, /dev/mem, the
+    # kernel log and the host's /dev/shm. Only the GPU's nodes are added.
+    args += ["--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm"]
     if devices:
-        args += ["--dev-bind", "/dev", "/dev"]
-    else:
-        args += ["--dev", "/dev", "--size", str(TMPFS_BYTES), "--tmpfs", "/dev/shm"]
+        for node in gpu_nodes():
+            args += ["--dev-bind-try", node, node]
 
     def show(path: Path, *, writable: bool = False) -> None:
         args.extend(["--bind" if writable else "--ro-bind", stage.source(path), str(path)])

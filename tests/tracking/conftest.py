@@ -50,6 +50,25 @@ FIRST_FIT_PLANNER = '''def plan(problem):
 '''
 
 
+#: Pasted into hostile model files (which import os and time): forks up to ``count``
+#: children that sleep, and says how many it made and what stopped it.
+FORK_CHILDREN = '''
+
+def fork_children(count: int) -> tuple[int, str]:
+    children, error = [], ""
+    try:
+        for _ in range(count):
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            children.append(pid)
+    except OSError as exc:
+        error = exc.strerror
+    return len(children), error
+'''
+
+
 class Repo:
     """A git repository whose files a test changes and commits."""
 

@@ -15,6 +15,7 @@ import pytest
 from dashboard import actions
 from dashboard.models import Result, Run
 from tests.helpers import record_head
+from tests.tracking.conftest import FORK_CHILDREN
 from tests.workers.conftest import wait_for
 from workers import sandbox
 
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 SECRET_WORDS = ("DATABASE", "REDIS", "SECRET", "TOKEN", "BROKER", "PASSWORD", "DJANGO")
+''' + FORK_CHILDREN + '''
 
 
 def build(attack: str, paths: list = ()):
@@ -67,17 +69,10 @@ def build(attack: str, paths: list = ()):
             seen.append(f"mknod: {exc.strerror}")
         raise RuntimeError(" | ".join(seen))
     if attack == "forks":
-        children = []
-        try:
-            for _ in range(200):
-                pid = os.fork()
-                if pid == 0:
-                    time.sleep(60)
-                    os._exit(0)
-                children.append(pid)
-        except OSError as exc:
-            raise RuntimeError(f"forks refused after {len(children)}: {exc.strerror}")
-        raise RuntimeError(f"forked {len(children)}")
+        forked, error = fork_children(200)
+        if error:
+            raise RuntimeError(f"forks refused after {forked}: {error}")
+        raise RuntimeError(f"forked {forked}")
     raise ValueError(attack)
 '''
 

@@ -20,19 +20,25 @@ import pytest
 
 from dashboard import actions
 from dashboard.models import Result
-from workers import sandbox
+from tests.tracking.conftest import FORK_CHILDREN
+from workers import job_limits, sandbox
 from workers.boards.cpu import CpuBoard
 
 PROJECT = Path(__file__).resolve().parents[2]
 
-HOSTILE = '''import json
+HOSTILE = '''import ctypes
+import json
 import os
-import signal
+import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh/ssh_host_ed25519_key",
            "/etc/ssl/private", "/root/.ssh")
+CHUNK = 64 << 20
+''' + FORK_CHILDREN + '''
 
 
 def observed(**facts):
@@ -45,7 +51,38 @@ def status(field):
             return line.split()[1:]
 
 
-def build(attack: str, size: int = 0):
+def fill(fd: int, size: int) -> None:
+    block = b"x" * (1 << 20)  # small, so that the writer itself does not grow
+    for _ in range(size >> 20):
+        os.write(fd, block)
+
+
+def job_pss() -> int:
+    """Bytes of this process and its children, as the job watch counts them."""
+    total = 0
+    for pid in [os.getpid(), *Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+                .read_text().split()]:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+HOLD = "import sys, time; hoard = b'x' * int(sys.argv[1]); print(flush=True); time.sleep(60)"
+
+
+def hold_until(target: int) -> list:
+    """Fresh processes holding memory until the job holds ``target`` bytes. Not forks: a
+    fork shares its parent's pages, and the parent's every write would grow the total."""
+    held = []
+    while (missing := target - job_pss()) > CHUNK // 4:
+        held.append(subprocess.Popen([sys.executable, "-c", HOLD, str(min(8 * CHUNK, missing))],
+                                     stdout=subprocess.PIPE))
+        held[-1].stdout.readline()
+    return held
+
+
+def build(attack: str, size: int = 0, name: str = ""):
     if attack == "identity":
         made = Path(os.environ["HOME"]) / "made-inside"
         made.write_text("by the model")
@@ -71,18 +108,9 @@ def build(attack: str, size: int = 0):
         raise observed(made=made)
     if attack == "fork-bomb":
         # Bounded, so that an unconfined sandbox only holds 200 sleeping processes.
-        children, error = [], ""
-        try:
-            for _ in range(200):
-                pid = os.fork()
-                if pid == 0:
-                    time.sleep(60)
-                    os._exit(0)
-                children.append(pid)
-        except OSError as exc:
-            error = exc.strerror
+        forked, error = fork_children(200)
         time.sleep(20)
-        raise observed(forked=len(children), error=error)
+        raise observed(forked=forked, error=error)
     if attack == "hoard":
         # Five children, each well within the address-space limit, together over the job's.
         children = []
@@ -98,6 +126,55 @@ def build(attack: str, size: int = 0):
     if attack == "burn":
         while True:
             pass
+    if attack == "memfd":
+        fill(os.memfd_create("hoard"), size)
+    elif attack == "sysv":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.shmat.restype = ctypes.c_void_p
+        libc.shmat.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
+        libc.shmdt.argtypes = (ctypes.c_void_p,)
+        for _ in range(size // CHUNK):
+            # Detached at once and never removed: no process maps it any more.
+            segment = libc.shmget(0, CHUNK, 0o1600)
+            address = libc.shmat(segment, None, 0)
+            ctypes.memset(address, 1, CHUNK)
+            libc.shmdt(address)
+    elif attack in ("shm-unlinked", "scratch-unlinked"):
+        folder = "/dev/shm" if attack == "shm-unlinked" else os.environ["HOME"]
+        if attack == "shm-unlinked":
+            # /dev/shm is a small tmpfs: the job's processes hold the rest of the limit.
+            held = hold_until(size)
+            size = 4 * CHUNK - CHUNK // 4
+        fd = os.open(os.path.join(folder, "hoard"), os.O_RDWR | os.O_CREAT, 0o600)
+        os.unlink(os.path.join(folder, "hoard"))
+        fill(fd, size)
+    elif attack == "scratch-files":
+        for number in range(size):
+            Path(os.environ["HOME"], f"file-{number}").write_text("x")
+    elif attack == "scratch-bytes":
+        for number in range(size // CHUNK):
+            fill(os.open(os.path.join(os.environ["HOME"], f"big-{number}"),
+                         os.O_WRONLY | os.O_CREAT, 0o600), CHUNK)
+    if attack in ("memfd", "sysv", "shm-unlinked", "scratch-unlinked", "scratch-files",
+                  "scratch-bytes"):
+        time.sleep(20)
+        raise observed(held=size)
+    if attack == "devices":
+        blocks = []
+        for root, dirs, files in os.walk("/dev"):
+            for entry in dirs + files:
+                try:
+                    if stat.S_ISBLK(os.lstat(os.path.join(root, entry)).st_mode):
+                        blocks.append(os.path.join(root, entry))
+                except OSError:
+                    pass
+        try:
+            shm = Path("/dev/shm", name).read_text()
+        except OSError as exc:
+            shm = f"refused: {exc.strerror}"
+        present = [p for p in ("/dev/mem", "/dev/kmsg", "/dev/port", "/dev/sda", "/dev/vda")
+                   if os.path.lexists(p)]
+        raise observed(blocks=blocks, present=present, shm=shm, in_shm=os.listdir("/dev/shm"))
     raise ValueError(attack)
 '''
 
@@ -117,7 +194,10 @@ def hostile_tree(tmp_path):
     return tree
 
 
-def run_attack(tree: Path, scratch: Path, attack: str, limits: sandbox.Limits, **params):
+def run_attack(
+    tree: Path, scratch: Path, attack: str, limits: sandbox.Limits, *, devices: bool = False,
+    **params,
+):
     """The job a board's compile sends for one model (workers/boards/base.py)."""
     scratch.mkdir(parents=True, exist_ok=True)
     job = {
@@ -131,7 +211,7 @@ def run_attack(tree: Path, scratch: Path, attack: str, limits: sandbox.Limits, *
         "repeat": 0,
         "memory_configs": [],
     }
-    return sandbox.run_job(job, scratch, tree=tree, limits=limits)
+    return sandbox.run_job(job, scratch, tree=tree, limits=limits, devices=devices)
 
 
 def observed(reports) -> dict:
@@ -181,42 +261,72 @@ def test_it_makes_no_device_node(hostile_tree, tmp_path):
         assert outcome.startswith("refused:"), (folder, outcome)
 
 
+def on_disk(path: Path) -> bool:
+    """Whether ``path`` lies on a disk, not on a tmpfs (where deleted files are memory)."""
+    kind = job_limits.mounts("self").get(path.stat().st_dev, ("", ""))[1]
+    return bool(kind) and kind not in job_limits.MEMORY_FILESYSTEMS
+
+
+TWO_GIB = 2 << 30
+MEMORY_REASON = ("memory limit of 2.0 GiB", f"PEAKWATCH_SANDBOX_MEMORY_BYTES={TWO_GIB}")
+SCRATCH_BYTES_REASON = ("scratch limit of 64.0 MiB", f"PEAKWATCH_SANDBOX_SCRATCH_BYTES={64 << 20}")
+
+
 @pytest.mark.usefixtures("full_sandbox")
-def test_a_fork_bomb_is_killed_on_the_process_limit(hostile_tree, tmp_path):
-    limits = sandbox.Limits(wall_seconds=120, processes=24)
-
-    with pytest.raises(sandbox.SandboxError) as caught:
-        run_attack(hostile_tree, tmp_path / "scratch", "fork-bomb", limits)
-
-    assert "process limit of 24" in str(caught.value)
-    assert "PEAKWATCH_SANDBOX_PROCESSES" in str(caught.value)
-
-
-@pytest.mark.usefixtures("full_sandbox")
-def test_children_hoarding_memory_together_are_killed_on_the_job_memory_limit(
-    hostile_tree, tmp_path
-):
+@pytest.mark.parametrize(("attack", "limits", "size", "reason"), [
+    pytest.param("fork-bomb", {"processes": 24}, 0,
+                 ("process limit of 24", "PEAKWATCH_SANDBOX_PROCESSES"), id="fork-bomb"),
     # Each child holds 450 MiB on top of what it shares with its parent (about 1 GiB of
     # address space with TVM loaded): within the 2 GiB address-space limit each, 2.2 GiB
     # together.
-    limits = sandbox.Limits(wall_seconds=120, memory_bytes=2 << 30)
+    pytest.param("hoard", {"memory_bytes": TWO_GIB}, 450 << 20, MEMORY_REASON,
+                 id="children-hoarding-memory"),
+    # Memory in files no process's size shows: each grows to twice the job's limit.
+    pytest.param("memfd", {"memory_bytes": TWO_GIB}, 2 * TWO_GIB, MEMORY_REASON, id="memfd"),
+    pytest.param("sysv", {"memory_bytes": TWO_GIB}, 2 * TWO_GIB, MEMORY_REASON,
+                 id="sysv-shared-memory-detached"),
+    # /dev/shm is 256 MiB: children fill the job to near its limit, a deleted file tips it.
+    pytest.param("shm-unlinked", {"memory_bytes": TWO_GIB}, TWO_GIB - (128 << 20),
+                 MEMORY_REASON, id="deleted-file-in-dev-shm"),
+    pytest.param("scratch-unlinked", {"memory_bytes": TWO_GIB, "scratch_bytes": 64 << 20},
+                 256 << 20, None, id="deleted-file-in-scratch"),
+    pytest.param("scratch-files", {"scratch_files": 200}, 2000,
+                 ("limit of 200 files", "PEAKWATCH_SANDBOX_SCRATCH_FILES=200"),
+                 id="scratch-files"),
+    pytest.param("scratch-bytes", {"scratch_bytes": 64 << 20}, 256 << 20,
+                 SCRATCH_BYTES_REASON, id="scratch-bytes"),
+    pytest.param("burn", {"cpu_seconds": 4}, 0,
+                 ("CPU time limit", "PEAKWATCH_SANDBOX_CPU_SECONDS=4"), id="cpu-burner"),
+])
+def test_a_job_over_a_limit_is_killed_and_told_which(
+    hostile_tree, tmp_path, attack, limits, size, reason
+):
+    scratch = tmp_path / "scratch"
+    if reason is None:  # a deleted file is memory on a tmpfs, disk on a disk
+        reason = SCRATCH_BYTES_REASON if on_disk(tmp_path) else MEMORY_REASON
 
     with pytest.raises(sandbox.SandboxError) as caught:
-        run_attack(hostile_tree, tmp_path / "scratch", "hoard", limits, size=450 << 20)
+        run_attack(hostile_tree, scratch, attack, sandbox.Limits(wall_seconds=120, **limits),
+                   size=size)
 
-    assert "memory limit of 2.0 GiB" in str(caught.value)
-    assert f"PEAKWATCH_SANDBOX_MEMORY_BYTES={2 << 30}" in str(caught.value)
+    for words in reason:
+        assert words in str(caught.value)
 
 
 @pytest.mark.usefixtures("full_sandbox")
-def test_a_cpu_burner_is_killed_on_its_cpu_time_limit(hostile_tree, tmp_path):
-    limits = sandbox.Limits(wall_seconds=120, cpu_seconds=4)
+def test_a_gpu_boards_job_sees_no_host_device_and_not_the_hosts_shared_memory(
+    hostile_tree, tmp_path
+):
+    host_file = Path("/dev/shm", f"peakwatch-test-{os.getpid()}")
+    host_file.write_text("host secret")
+    try:
+        seen = observed(run_attack(hostile_tree, tmp_path / "scratch", "devices", LIMITS,
+                                   devices=True, name=host_file.name))
+    finally:
+        host_file.unlink()
 
-    with pytest.raises(sandbox.SandboxError) as caught:
-        run_attack(hostile_tree, tmp_path / "scratch", "burn", limits)
-
-    assert "CPU time limit" in str(caught.value)
-    assert "PEAKWATCH_SANDBOX_CPU_SECONDS=4" in str(caught.value)
+    assert seen["blocks"] == [] and seen["present"] == [], seen
+    assert seen["shm"].startswith("refused:") and host_file.name not in seen["in_shm"], seen
 
 
 @pytest.mark.usefixtures("full_sandbox")
@@ -248,7 +358,10 @@ def test_a_project_under_tmp_is_not_hidden_by_the_sandboxs_own_tmp(
 
     done = subprocess.run(
         [sys.executable, "-c", script, json.dumps(job), str(scratch), str(hostile_tree)],
-        cwd=project, env={**os.environ, "PYTHONPATH": str(project)}, capture_output=True,
+        # The copy first; the rest of the project (the settings that workers.trust's imports
+        # read) from where it is.
+        cwd=project, env={**os.environ, "PYTHONPATH": f"{project}{os.pathsep}{PROJECT}"},
+        capture_output=True,
         text=True, timeout=300, check=False,
     )
 
