@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from planner.cli import register_subcommand
+from planner.shapes import label
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -46,6 +47,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a model parameter, e.g. resolution=64",
+    )
+    parser.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="SYMBOL=POINTS",
+        help="compile at each point of a symbolic dimension: h=64,256,1024 (the bound is the "
+        "largest), seq=128,512:4096 (bound 4096), w=h (w follows h); repeat per symbol",
     )
     parser.add_argument("--target", default="llvm")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per strategy")
@@ -91,20 +100,28 @@ def handle(args: argparse.Namespace) -> int:
             f"planner: unknown strategy {', '.join(unknown)}; known: {', '.join(known)}\n"
         )
         return 2
+    from planner.shapes import ShapeError, parse_cli
+
     source = ModelSource(args.model, dict(args.param))
+    options = dict(
+        target=args.target,
+        repeat=args.repeat,
+        artifacts_dir=args.artifacts,
+        memory_configs=() if args.no_memory else ("pooled", "naive"),
+    )
     try:
-        reports = compile_model(
-            source,
-            strategies,
-            target=args.target,
-            repeat=args.repeat,
-            artifacts_dir=args.artifacts,
-            memory_configs=() if args.no_memory else ("pooled", "naive"),
-        )
-    except ModelSourceError as exc:
+        if args.shape:
+            from planner.tvm.shape_axis import compile_shapes
+
+            reports = compile_shapes(source, strategies, parse_cli(args.shape), **options)
+        else:
+            reports = compile_model(source, strategies, **options)
+    except (ModelSourceError, ShapeError) as exc:
         sys.stderr.write(f"planner: {exc}\n")
         return 2
     sys.stdout.write(format_table(reports) + "\n")
+    if args.shape:
+        sys.stdout.write(format_shape_notes(reports) + "\n")
     if args.json_out:
         args.json_out.write_text(json.dumps([r.to_json() for r in reports], indent=2))
     return 0 if all(r.ok for r in reports) else 1
@@ -155,8 +172,35 @@ def _as_text(value) -> str:
     return str(value)
 
 
+def format_shape_notes(reports) -> str:
+    """TVM's reservation for the symbolic build, and each strategy's peak formula."""
+    lines = []
+    reserved = next((r.reserved_at_bound_bytes for r in reports if r.reserved_at_bound_bytes), None)
+    if reserved is not None:
+        lines.append(
+            f"reserved at the bound: {reserved:,} B of intermediates (TVM's planner, symbolic "
+            "build, sizes at tir_var_upper_bound; compare with intermediates)"
+        )
+    shown = set()
+    for r in reports:
+        formula = r.peak_formula
+        if not formula or r.strategy in shown:
+            continue
+        shown.add(r.strategy)
+        held = all(c.get("valid_plan") for c in formula.get("checked", {}).values())
+        ties = "".join(f", {s} = {t}" for s, t in formula.get("ties", {}).items())
+        lines.append(
+            f"{r.strategy}: intermediates = {formula['expression']} for "
+            + ", ".join(f"{s} in [{lo}, {hi}]" for s, (lo, hi) in formula["range"].items())
+            + f"{ties}; plan valid at every point: {'yes' if held else 'NO'}"
+        )
+    return "\n".join(lines)
+
+
 def format_table(reports) -> str:
+    points = any(r.shape_point for r in reports)
     header = (
+        *(("point",) if points else ()),
         "strategy",
         "planned",
         "intermediates",
@@ -172,6 +216,7 @@ def format_table(reports) -> str:
         latency = r.latency_ms or {}
         rows.append(
             (
+                *((label(r.shape_point),) if points else ()),
                 r.strategy,
                 _num(r.planned_bytes),
                 _num(r.intermediate_bytes),
@@ -198,7 +243,11 @@ def format_table(reports) -> str:
             "bound planned: the lower bound of the problem a strategy really planned, where "
             "it differs (rewrites merge tensors; +reorder runs operators in another order)"
         )
-    errors = [f"{r.strategy}: {r.error}" for r in reports if r.error]
+    errors = [
+        f"{r.strategy}{f' at {label(r.shape_point)}' if r.shape_point else ''}: {r.error}"
+        for r in reports
+        if r.error
+    ]
     return "\n".join(lines + notes + errors)
 
 

@@ -140,7 +140,10 @@ def run_compile(job: dict) -> list[StrategyReport]:
 
         options.update(micro_report.compile_options(options))
     try:
-        reports = compile_model(source, job["strategies"], model_name=job["model"], **options)
+        if job.get("shapes") is not None:
+            reports = _compile_shapes(source, job, options)
+        else:
+            reports = compile_model(source, job["strategies"], model_name=job["model"], **options)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job["model"])
         return _failed(job, f"{type(exc).__name__}: {exc}")
@@ -170,6 +173,15 @@ def run_compile(job: dict) -> list[StrategyReport]:
     if job.get("cuda_memory"):
         _measure_cuda_memory(reports)
     return reports
+
+
+def _compile_shapes(source, job: dict, options: dict):
+    """One report per (strategy, point) of the job's shape axis (``ShapeAxis.to_json()``)."""
+    from planner.shapes import ShapeAxis
+    from planner.tvm.shape_axis import compile_shapes
+
+    axis = ShapeAxis.from_json(job["shapes"])
+    return compile_shapes(source, job["strategies"], axis, model_name=job["model"], **options)
 
 
 def _measure_cuda_memory(reports: list[StrategyReport]) -> None:

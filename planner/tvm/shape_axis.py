@@ -24,7 +24,7 @@ from planner.peak_formula import FormulaError, SymbolicBuffer, fit, symbolic_pla
 from planner.plan import validate_plan
 from planner.problem import lower_bound
 from planner.report import StrategyReport, point_folder
-from planner.shapes import ShapeAxis, label
+from planner.shapes import ShapeAxis, ShapeError, label
 from planner.tvm import lowering
 from planner.tvm.compile import (
     _align,
@@ -59,10 +59,11 @@ def compile_shapes(
 ) -> list[StrategyReport]:
     """One report per (strategy, point) of ``shapes``, in point order.
 
-    ``shapes`` must name exactly the network's symbolic dimensions (ValueError says which is
-    missing or unknown). Each point is compiled by :func:`compile_model` (``options`` are
-    its keyword arguments), its artifacts under ``point_folder(artifacts_dir, point)``; a
-    point that fails gives failed reports and the others go on.
+    ``shapes`` must name exactly the network's symbolic dimensions (ShapeError, a ValueError,
+    says which is missing or unknown). Each point is compiled by :func:`compile_model`
+    (``options`` are its keyword arguments), its artifacts under
+    ``point_folder(artifacts_dir, point)``; a point that fails gives failed reports and the
+    others go on.
 
     ``reserved_at_bound_bytes``, the same on every report: the bytes of the storages TVM's
     ``StaticPlanBlockMemory`` allocates for the *symbolic* module, whose sizes it takes at
@@ -124,19 +125,19 @@ def symbols_of(network: Network) -> set[str]:
 
 
 def check_symbols(network: Network, shapes: ShapeAxis) -> None:
-    """ValueError unless ``shapes`` gives a value to every symbol of ``network`` and to
+    """ShapeError unless ``shapes`` gives a value to every symbol of ``network`` and to
     nothing else."""
     own = symbols_of(network)
     if not own:
-        raise ValueError(f"{network.name} has no symbolic dimensions to take a shape axis")
+        raise ShapeError(f"{network.name} has no symbolic dimensions to take a shape axis")
     missing, unknown = own - set(shapes.symbols), set(shapes.symbols) - own
     problems = []
     if unknown:
         problems.append(f"{', '.join(sorted(unknown))} is no symbol of {network.name}")
     if missing:
-        problems.append(f"symbol {', '.join(sorted(missing))} of {network.name} has no points")
+        problems.append(f"no points for {', '.join(sorted(missing))} of {network.name}")
     if problems:
-        raise ValueError(f"{'; '.join(problems)} (its symbols: {', '.join(sorted(own))})")
+        raise ShapeError(f"{'; '.join(problems)} (its symbols: {', '.join(sorted(own))})")
 
 
 def specialise(network: Network, point: dict[str, int]) -> Network:
