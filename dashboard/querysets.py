@@ -121,9 +121,10 @@ class ResultQuerySet(models.QuerySet):
     def for_commit(self, commit):
         return self.filter(commit=commit)
 
-    def cached(self, cache_key: str, board: str, repository):
+    def cached(self, cache_key: str, board: str, repository, shape_label: str = ""):
         """Successful compiles with ``cache_key`` on the board named ``board`` in
-        ``repository`` (a Repository or its id), oldest first.
+        ``repository`` (a Repository or its id) at the shape point ``shape_label``, oldest
+        first.
 
         Reused results point at the one they were copied from, so only the originals are
         returned: figures are never copied from a copy. Only the repository's own results
@@ -131,7 +132,7 @@ class ResultQuerySet(models.QuerySet):
         """
         return self.succeeded().filter(
             cache_key=cache_key, board__name=board, reused_from__isnull=True,
-            model__repository=repository,
+            model__repository=repository, shape_label=shape_label,
         ).order_by("id")
 
     def newest_by_series(self) -> dict[tuple[int, int, int, int], object]:

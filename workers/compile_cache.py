@@ -1,7 +1,8 @@
 """The compile cache: a model whose inputs did not change is not compiled again.
 
 A compile is identified by what it reads and how it is built: the repository it belongs to,
-the manifest's entry for the model (source and parameters), the pipeline, the repository's
+the manifest's entry for the model (source, parameters and shape axis), the shape point,
+the pipeline, the repository's
 content that the compile can read (the whole tree but the manifest; nothing for a suite of
 zoo models), the strategy, the TVM version and toolchain (spec, version and git hash: two
 builds of one release differ), the target, and the planner code that builds and plans it.
@@ -44,8 +45,11 @@ def model_content_hash(
     """What the model's compile reads, as a hash; None when it cannot be known (no caching)."""
     digest = hashlib.sha256()
     pipeline = suite.pipeline if suite else ""
-    digest.update(json.dumps({"source": entry.source, "params": entry.params,
-                              "pipeline": pipeline}, sort_keys=True, default=str).encode())
+    read = {"source": entry.source, "params": entry.params, "pipeline": pipeline}
+    if entry.shapes is not None:
+        # The axis's bounds decide what TVM reserves at the bound, a figure of every point.
+        read["shapes"] = entry.shapes.to_json()
+    digest.update(json.dumps(read, sort_keys=True, default=str).encode())
     reads_repository = not entry.is_zoo or (suite is not None and suite.reads_repository)
     if not reads_repository:
         return digest.hexdigest()
@@ -63,14 +67,18 @@ def model_content_hash(
 
 def cache_key(
     content_hash: str, strategy: str, tvm_version: str, target: str, toolchain: str = "", *,
-    repository: int,
+    repository: int, shape: str = "",
 ) -> str:
     """``toolchain`` is a toolchain's identity (``Toolchain.identity``); empty for the
-    worker's own environment. ``repository`` is the tracked repository's id."""
+    worker's own environment. ``repository`` is the tracked repository's id. ``shape`` is
+    the shape point's label, empty for a model without a shape axis."""
     parts = [content_hash, strategy, tvm_version, target, planner_fingerprint(),
              f"repository:{repository}"]
     if toolchain:
         parts.append(toolchain)
+    if shape:
+        # Appended only for a point, so keys of models without an axis stay as they were.
+        parts.append(f"shape:{shape}")
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 

@@ -15,6 +15,8 @@
     [[models]]
     name = "my-net"
     source = "models/net.py:build"              # a file of this repository, at this commit
+    shapes = { h = [64, 256, 1024], w = "h" }   # optional: symbolic dimensions, measured
+                                                # at each point (planner.shapes)
 
 Paths are relative to the repository: absolute paths and paths that leave the tree are
 refused here, before anything runs. Toolchains (:mod:`planner.tvm.toolchain`) are exact
@@ -29,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from planner import shapes as shape_axis
+from planner.shapes import ShapeAxis, ShapeError, parse_shapes
 from planner.tvm.repo_code import RepoCodeError, split_spec
 from planner.tvm.toolchain import ToolchainError, parse_spec
 
@@ -50,6 +54,18 @@ class ModelEntry:
     name: str
     source: str
     params: dict[str, Any] = field(default_factory=dict)
+    #: The model's shape axis; None when its shapes are fixed (one compile, no point).
+    shapes: ShapeAxis | None = None
+
+    @property
+    def points(self) -> tuple[dict[str, int], ...]:
+        """The shape points measured: ``({},)`` for a model without an axis, so every
+        model is a list of points and one without an axis has the one, empty, point."""
+        return self.shapes.points if self.shapes else ({},)
+
+    @property
+    def labels(self) -> list[str]:
+        return [shape_axis.label(point) for point in self.points]
 
     @property
     def is_zoo(self) -> bool:
@@ -80,7 +96,8 @@ class Suite:
 
     @property
     def size(self) -> int:
-        return len(self.models) * len(self.strategies) * len(self.boards) * len(self.toolchains)
+        points = sum(len(m.points) for m in self.models)
+        return points * len(self.strategies) * len(self.boards) * len(self.toolchains)
 
     @property
     def reads_repository(self) -> bool:
@@ -196,7 +213,13 @@ def _models(raw_models: Any) -> list[ModelEntry]:
         params = raw.get("params", {})
         if not isinstance(params, dict):
             raise ManifestError(f"model {name!r}: params must be a table")
-        entry = ModelEntry(name, source, dict(params))
+        shapes = None
+        if "shapes" in raw:
+            try:
+                shapes = parse_shapes(raw["shapes"])
+            except ShapeError as exc:
+                raise ManifestError(f"model {name!r}: {exc}") from None
+        entry = ModelEntry(name, source, dict(params), shapes)
         if entry.path is not None:
             check_relative(entry.path, f"model {name!r}: source")
         names.add(name)

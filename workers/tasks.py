@@ -19,6 +19,7 @@ from django.conf import settings
 from dashboard import actions, gitrepo, queue
 from dashboard.models import Result, Run
 from planner.report import StrategyReport
+from planner.shapes import ShapeAxis, label
 from workers import boards, compile_cache, manifest, sandbox, toolchains
 
 log = logging.getLogger(__name__)
@@ -143,13 +144,23 @@ def run_on_board(self, run_id: int, board: str) -> None:
 
 def _missing(
     run: Run, suite: manifest.Suite, entry: manifest.ModelEntry, board: str, toolchain: str
-):
+) -> list[tuple[str, dict[str, int]]]:
+    """The (strategy, shape point) pairs of ``entry`` not recorded yet, point by point."""
     done = set(
         Result.objects.filter(
             run=run, model__name=entry.name, board__name=board, toolchain__spec=toolchain
-        ).values_list("strategy__name", flat=True)
+        ).values_list("strategy__name", "shape_label")
     )
-    return [s for s in suite.strategies if s not in done]
+    return [
+        (strategy, point)
+        for point, at in zip(entry.points, entry.labels, strict=True)
+        for strategy in suite.strategies
+        if (strategy, at) not in done
+    ]
+
+
+def _at(point: dict[str, int]) -> str:
+    return f" at {label(point)}" if point else ""
 
 
 def _run_suite(run: Run, suite: manifest.Suite, board: str, runner, mirror: Path) -> None:
@@ -193,19 +204,36 @@ def _run_model(
     if not todo:
         return
     where = f"{entry.name} on {board} with {_label(toolchain)}"
-    actions.append_log(run, f"{where}: {', '.join(todo)}")
+    # One compile covers every point of the strategies left: the points share its import,
+    # and TVM's reservation at the bound is one build for all of them.
+    strategies = list(dict.fromkeys(strategy for strategy, _ in todo))
+    points = list({label(point): point for _, point in todo}.values())
+    axis = None
+    if entry.shapes is not None:
+        axis = ShapeAxis(tuple(points), entry.shapes.bounds).to_json()
+    actions.append_log(
+        run, f"{where}: {', '.join(strategies)}"
+        + (f" at {'; '.join(label(p) for p in points)}" if axis else "")
+    )
     artifacts.mkdir()
     reports = runner.measure(
         model_name=entry.name, source=entry.source, params=entry.params,
-        strategies=todo, artifacts_dir=artifacts, repeat=repeat, tree=tree,
-        pipeline=suite.pipeline, toolchain=toolchain if spec else None,
+        strategies=strategies, artifacts_dir=artifacts, repeat=repeat, tree=tree,
+        pipeline=suite.pipeline, toolchain=toolchain if spec else None, shapes=axis,
     )
-    for strategy, report in zip(todo, reports, strict=True):
+    wanted = {(strategy, label(point)) for strategy, point in todo}
+    for report in reports:
+        key = (report.strategy, label(report.shape_point))
+        if key not in wanted:
+            # Recorded already: a point the compile had to cover for another strategy.
+            continue
         if not report.ok:
-            actions.append_log(run, f"{where} / {strategy}: {report.error}")
+            actions.append_log(
+                run, f"{where} / {report.strategy}{_at(report.shape_point)}: {report.error}"
+            )
         actions.record_result(
-            run, model=entry.name, strategy=strategy, board=board, report=report,
-            cache_key=keys.get(strategy, "") if report.ok else "", toolchain=spec,
+            run, model=entry.name, strategy=report.strategy, board=board, report=report,
+            cache_key=keys.get(key, "") if report.ok else "", toolchain=spec,
         )
 
 
@@ -223,13 +251,22 @@ def _record_refused(
     reason; the suite's other toolchains still run."""
     actions.append_log(run, reason)
     for entry in suite.models:
-        for strategy in _missing(run, suite, entry, board, spec):
-            actions.record_result(
-                run, model=entry.name, strategy=strategy, board=board, toolchain=spec,
-                report=StrategyReport.failed(
-                    entry.name, strategy, reason, model_source=entry.source
-                ),
-            )
+        _record_failed(run, suite, entry, board, spec, reason)
+
+
+def _record_failed(
+    run: Run, suite: manifest.Suite, entry: manifest.ModelEntry, board: str, spec: str,
+    error: str,
+) -> None:
+    """Fail every (strategy, point) of ``entry`` not recorded yet with ``error``: an error
+    for a whole model is one failed Result per point, as its figures would have been."""
+    for strategy, point in _missing(run, suite, entry, board, spec):
+        actions.record_result(
+            run, model=entry.name, strategy=strategy, board=board, toolchain=spec,
+            report=StrategyReport.failed(
+                entry.name, strategy, error, model_source=entry.source, shape_point=dict(point)
+            ),
+        )
 
 
 def _record_offline(run: Run, suite: manifest.Suite, board: str, reason: str) -> None:
@@ -241,58 +278,53 @@ def _record_offline(run: Run, suite: manifest.Suite, board: str, reason: str) ->
     error = f"board offline: {reason}"
     for spec in suite.toolchains:
         for entry in suite.models:
-            for strategy in _missing(run, suite, entry, board, spec):
-                actions.record_result(
-                    run, model=entry.name, strategy=strategy, board=board, toolchain=spec,
-                    report=StrategyReport.failed(
-                        entry.name, strategy, error, model_source=entry.source
-                    ),
-                )
+            _record_failed(run, suite, entry, board, spec, error)
     actions.append_log(run, f"board {board} is offline: {reason}")
     actions.finish_run(run, error=f"board {board} is offline: {reason}")
 
 
 def _cache_keys(
-    run: Run, suite, entry, runner, strategies, mirror: Path, toolchain: toolchains.Toolchain
-) -> dict[str, str]:
-    """The compile-cache key of each strategy; empty when the model's content is unknown."""
+    run: Run, suite, entry, runner, todo, mirror: Path, toolchain: toolchains.Toolchain
+) -> dict[tuple[str, str], str]:
+    """The compile-cache key of each (strategy, shape label) of ``todo``; empty when the
+    model's content is unknown."""
     content = compile_cache.model_content_hash(entry, suite, mirror, run.commit.sha)
     if content is None:
         return {}
     identity = runner.cache_identity
-    if not toolchain.spec:
-        version = compile_cache.tvm_version()
-        return {
-            s: compile_cache.cache_key(content, s, version, identity, repository=run.repository_id)
-            for s in strategies
-        }
+    if toolchain.spec:
+        version, extra = toolchain.tvm_version, {"toolchain": toolchain.identity}
+    else:
+        version, extra = compile_cache.tvm_version(), {}
     return {
-        s: compile_cache.cache_key(
-            content, s, toolchain.tvm_version, identity, toolchain=toolchain.identity,
-            repository=run.repository_id,
+        (strategy, label(point)): compile_cache.cache_key(
+            content, strategy, version, identity, repository=run.repository_id,
+            shape=label(point), **extra,
         )
-        for s in strategies
+        for strategy, point in todo
     }
 
 
 def _reuse_cached(
-    run: Run, entry, board: str, strategies, keys: dict[str, str], label: str = ""
-) -> list[str]:
-    """Record cached figures for what was compiled before; return what still needs a compile."""
-    todo, reused = [], []
-    for strategy in strategies:
+    run: Run, entry, board: str, todo, keys: dict[tuple[str, str], str], name: str = ""
+) -> list[tuple[str, dict[str, int]]]:
+    """Record cached figures for what was compiled before; return the (strategy, point)
+    pairs that still need a compile."""
+    left, reused = [], []
+    for strategy, point in todo:
+        key = (strategy, label(point))
         source = None
-        if strategy in keys:
+        if key in keys:
             source = (
-                Result.objects.cached(keys[strategy], board, run.repository_id)
+                Result.objects.cached(keys[key], board, run.repository_id, shape_label=key[1])
                 .exclude(run=run).first()
             )
         if source is None:
-            todo.append(strategy)
+            left.append((strategy, point))
             continue
         actions.reuse_result(run, model=entry.name, strategy=strategy, board=board, source=source)
-        reused.append(f"{strategy} (from run {source.run_id})")
+        reused.append(f"{strategy}{_at(point)} (from run {source.run_id})")
     if reused:
-        where = f"{entry.name} on {board}" + (f" with {label}" if label else "")
+        where = f"{entry.name} on {board}" + (f" with {name}" if name else "")
         actions.append_log(run, f"{where}: unchanged, reused {', '.join(reused)}")
-    return todo
+    return left

@@ -4,8 +4,8 @@ A child hands back JSON and files in its scratch folder. The worker
 
 - reads each report through :func:`planner.report.parse_report` (type and range of every
   field); a report that breaks it becomes a failed report that says why;
-- matches reports to the strategies it asked for: a missing, extra or duplicated report
-  never shifts another strategy's figures;
+- matches reports to the strategies and shape points it asked for: a missing, extra or
+  duplicated report never shifts another strategy's or point's figures;
 - owns every path: artifacts are looked up by fixed names in the folder the worker chose
   for that model and strategy, and taken only if they are plain files there (no link, no
   hard link to a file elsewhere, not over the size limit); a file that is not is skipped
@@ -21,7 +21,15 @@ import stat
 from pathlib import Path
 
 from dashboard import json_bodies
-from planner.report import ARTIFACT_NAMES, InvalidReport, StrategyReport, parse_report, slug
+from planner.report import (
+    ARTIFACT_NAMES,
+    InvalidReport,
+    StrategyReport,
+    parse_report,
+    point_folder,
+    slug,
+)
+from planner.shapes import label
 
 #: The inputs a model was checked on, one file per model (a board runs the build on them).
 INPUTS_NAME = "inputs.npz"
@@ -79,33 +87,49 @@ def read_json(path: Path, limit: int):
 
 
 def match(
-    reports: list[StrategyReport], *, model: str, source: str, strategies: list[str]
+    reports: list[StrategyReport], *, model: str, source: str, strategies: list[str],
+    points: list[dict[str, int]] | None = None,
 ) -> list[StrategyReport]:
-    """One report per strategy of ``strategies``, in that order.
+    """One report per shape point of ``points`` and strategy of ``strategies``, point by
+    point, in those orders; ``points`` defaults to the one empty point of a model without
+    a shape axis.
 
-    A report for another model, a strategy not asked for, or a second report of one
-    strategy is not taken; a strategy left without one fails with the reason.
+    A report for another model, a strategy or point not asked for, or a second report of
+    one strategy at one point is not taken; a strategy left without one at a point fails
+    with the reason, naming the point.
     """
-    by_strategy: dict[str, StrategyReport] = {}
+    points = list(points) if points else [{}]
+    wanted = {label(point): point for point in points}
+    by_key: dict[tuple[str, str], StrategyReport] = {}
     refused: list[str] = []
     for report in reports:
-        if report.model != model or report.strategy not in strategies:
-            refused.append(f"{report.model[:80]!r} / {report.strategy[:80]!r}")
-        elif report.strategy in by_strategy:
-            by_strategy[report.strategy] = StrategyReport.failed(
-                model, report.strategy, "the compile returned two reports for this strategy"
+        at = label(report.shape_point)
+        if report.model != model or report.strategy not in strategies or at not in wanted:
+            refused.append(f"{report.model[:80]!r} / {report.strategy[:80]!r}{_at(at[:80])}")
+        elif (report.strategy, at) in by_key:
+            by_key[report.strategy, at] = StrategyReport.failed(
+                model, report.strategy,
+                "the compile returned two reports for this strategy" + _at(at),
+                shape_point=dict(wanted[at]),
             )
         else:
-            by_strategy[report.strategy] = report
+            by_key[report.strategy, at] = report
     matched = []
-    for strategy in strategies:
-        report = by_strategy.get(strategy) or StrategyReport.failed(
-            model, strategy, "the compile returned no report for this strategy"
-            + (f" (it returned reports for {', '.join(refused[:3])})" if refused else "")
-        )
-        report.model_source = source
-        matched.append(report)
+    for at, point in wanted.items():
+        for strategy in strategies:
+            report = by_key.get((strategy, at)) or StrategyReport.failed(
+                model, strategy,
+                "the compile returned no report for this strategy" + _at(at)
+                + (f" (it returned reports for {', '.join(refused[:3])})" if refused else ""),
+                shape_point=dict(point),
+            )
+            report.model_source = source
+            matched.append(report)
     return matched
+
+
+def _at(shape_label: str) -> str:
+    return f" at {shape_label}" if shape_label else ""
 
 
 def collect_artifacts(report: StrategyReport, out: Path, *, model: str, limit: int) -> None:
@@ -114,6 +138,9 @@ def collect_artifacts(report: StrategyReport, out: Path, *, model: str, limit: i
     claimed = dict(report.artifacts)
     report.artifacts = {}
     report.inputs_file = ""
+    # The compile writes each point's files in a folder of its own (point_folder); the
+    # report's point, checked against the points asked for, picks it, never a path.
+    out = point_folder(out, report.shape_point)
     folder = out / slug(model) / slug(report.strategy)
     for name in ARTIFACT_NAMES:
         path = folder / name

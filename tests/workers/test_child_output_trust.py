@@ -187,3 +187,60 @@ def test_a_child_handing_back_deeply_nested_reports_fails_its_results_with_why(t
         assert not report.ok and report.planned_bytes is None
         assert "reports.json nests arrays and objects deeper than 64 levels" in report.error
         assert "recursion" not in report.error
+
+
+def test_reports_are_matched_per_strategy_and_shape_point():
+    small, large = {"h": 8, "w": 8}, {"h": 16, "w": 16}
+    reports = [
+        parse_report(honest(strategy="tvm-stock", shape_point=small, planned_bytes=1280)),
+        parse_report(honest(strategy="tvm-stock", shape_point=large)),
+        parse_report(honest(strategy="greedy-by-size", shape_point=small)),
+        # A point nobody asked for is not taken, whatever its figures.
+        parse_report(honest(strategy="greedy-by-size", shape_point={"h": 32, "w": 32})),
+    ]
+
+    matched = trust.match(
+        reports, model="m", source="zoo:x", strategies=["tvm-stock", "greedy-by-size"],
+        points=[small, large],
+    )
+
+    assert [(r.strategy, r.shape_point) for r in matched] == [
+        ("tvm-stock", small), ("greedy-by-size", small),
+        ("tvm-stock", large), ("greedy-by-size", large),
+    ]
+    assert [r.ok for r in matched] == [True, True, True, False]
+    missing = matched[3]
+    assert missing.error.startswith(
+        "the compile returned no report for this strategy at h=16,w=16"
+    )
+    assert "'greedy-by-size' at h=32,w=32" in missing.error
+    assert missing.model_source == "zoo:x"
+
+
+def test_a_report_without_a_point_does_not_stand_for_one():
+    [at_point] = trust.match(
+        [parse_report(honest())], model="m", source="", strategies=["greedy-by-size"],
+        points=[{"seq": 128}],
+    )
+    assert not at_point.ok and at_point.shape_point == {"seq": 128}
+    assert "at seq=128" in at_point.error
+
+
+def test_a_points_artifacts_are_taken_from_its_own_folder(tmp_path):
+    from planner.report import point_folder
+
+    out = tmp_path / "out"
+    point = {"h": 8, "w": 8}
+    folder = point_folder(out, point) / "m" / "greedy-by-size"
+    folder.mkdir(parents=True)
+    (folder / "plan.json").write_text("{}")
+    (point_folder(out, point) / "m" / "inputs.npz").write_bytes(b"npz")
+    # The same names with no point: another point's (or no point's) files, not this one's.
+    (out / "m" / "greedy-by-size").mkdir(parents=True)
+    (out / "m" / "greedy-by-size" / "module.py").write_text("x")
+    report = parse_report(honest(shape_point=point))
+
+    trust.collect_artifacts(report, out, model="m", limit=1 << 20)
+
+    assert report.artifacts == {"plan.json": str(folder / "plan.json")}
+    assert report.inputs_file == str(point_folder(out, point) / "m" / "inputs.npz")

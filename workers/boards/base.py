@@ -44,6 +44,14 @@ class CompileJob:
     options: dict = field(default_factory=dict)
     #: The TVM to compile with; None: the worker's own environment.
     toolchain: Toolchain | None = None
+    #: The model's shape axis (``ShapeAxis.to_json()``): the points to compile at; None
+    #: for a model without one.
+    shapes: dict | None = None
+
+    @property
+    def points(self) -> list[dict[str, int]]:
+        """The points a report is expected for: the one empty point without an axis."""
+        return list(self.shapes["points"]) if self.shapes else [{}]
 
 
 class BoardRunner:
@@ -130,11 +138,13 @@ class BoardRunner:
         tree: Path | None = None,
         pipeline: str = "",
         toolchain: Toolchain | None = None,
+        shapes: dict | None = None,
     ) -> list[StrategyReport]:
+        """One report per strategy and shape point, point by point."""
         job = CompileJob(
             model_name=model_name, source=source, params=params, strategies=list(strategies),
             artifacts_dir=Path(artifacts_dir), repeat=repeat, tree=tree, pipeline=pipeline,
-            toolchain=toolchain,
+            toolchain=toolchain, shapes=shapes,
         )
         reports = self.compile(job)
         self.after_compile(job, [r for r in reports if r.ok])
@@ -192,6 +202,8 @@ class BoardRunner:
                 "imported": str(received),
                 "artifacts_dir": str(artifacts / "compile" / "out"),
             }
+            if job.shapes:
+                compile_job["shapes"] = job.shapes
             reports = sandbox.run_job(
                 compile_job, artifacts / "compile", limits=self.limits,
                 devices=self.needs_devices, python=run["python"], folders=run["folders"],
@@ -199,7 +211,8 @@ class BoardRunner:
         except (sandbox.SandboxError, trust.HandoverError) as exc:
             return self._failed(job, f"SandboxError: {exc}")
         reports = trust.match(
-            reports, model=job.model_name, source=job.source, strategies=job.strategies
+            reports, model=job.model_name, source=job.source, strategies=job.strategies,
+            points=job.points,
         )
         for report in reports:
             trust.collect_artifacts(
@@ -211,18 +224,25 @@ class BoardRunner:
     def _import_failed(
         self, job: CompileJob, reports: list[StrategyReport]
     ) -> list[StrategyReport]:
-        """The import phase's failed reports, by strategy; it has no figures to give."""
+        """The import phase's failed reports, by strategy and point; it has no figures."""
         errors = {r.strategy: r.error for r in reports if r.error}
         first = next(iter(errors.values()), "the model's import returned reports, not a model")
         return [
             StrategyReport.failed(
-                job.model_name, strategy, errors.get(strategy, first), model_source=job.source
+                job.model_name, strategy, errors.get(strategy, first), model_source=job.source,
+                shape_point=dict(point),
             )
+            for point in job.points
             for strategy in job.strategies
         ]
 
     def _failed(self, job: CompileJob, error: str) -> list[StrategyReport]:
+        # Every point fails: each is a Result of its own, and each must say why.
         return [
-            StrategyReport.failed(job.model_name, strategy, error, model_source=job.source)
+            StrategyReport.failed(
+                job.model_name, strategy, error, model_source=job.source,
+                shape_point=dict(point),
+            )
+            for point in job.points
             for strategy in job.strategies
         ]
