@@ -5,8 +5,6 @@ The users' case 1 (conv -> avg_pool at symbolic h, w; planner/tvm/zoo/pool_reuse
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,8 @@ from planner.tvm.compile import STOCK, strategy_names
 from planner.tvm.job import run_compile
 from planner.tvm.shape_axis import compile_shapes
 from planner.tvm.zoo import ModelSource
+from tests.tvm.test_compile_cli import planner
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 SOURCE = ModelSource("zoo:pool_reuse", {"resolution": 32, "channels": 4, "dynamic": True})
@@ -134,13 +132,6 @@ def test_a_compile_job_takes_the_shape_axis(tmp_path):
         (STOCK, 8), ("best-fit", 8), (STOCK, 16), ("best-fit", 16)]
     assert all(r.ok and r.reserved_at_bound_bytes == 16_384 for r in reports)
     assert reports[1].peak_formula["checked"]["h=16,w=16"]["valid_plan"] is True
-
-
-def planner(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "planner", *args], cwd=ROOT, capture_output=True, text=True,
-        timeout=300,
-    )
 
 
 def test_the_command_line_prints_a_row_per_strategy_and_point(tmp_path):
