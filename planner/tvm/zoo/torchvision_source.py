@@ -2,7 +2,8 @@
 
 These are networks nobody here wrote, which is the point: rules shaped on our own zoo are
 tried on them. Parameters: ``image`` (square input side, default 64), ``batch`` (default 1),
-``seed`` (the weights' seed, default 0) and any keyword the torchvision builder takes.
+``seed`` (the weights' seed, default 0), ``dynamic`` (height and width symbolic, ``h`` and
+``w``, with ``image`` as their bound) and any keyword the torchvision builder takes.
 
 torchvision from PyPI is built against a CUDA torch; its compiled operators fail to register
 beside the CPU torch we pin, but the classification models need none of them. Only the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import types
+from dataclasses import replace
 from typing import Any
 
 from planner.tvm.zoo.network import Network
@@ -51,7 +53,12 @@ def model_names() -> list[str]:
 
 
 def torchvision_network(
-    name: str, image: int = 64, batch: int = 1, seed: int = 0, **kwargs: Any
+    name: str,
+    image: int = 64,
+    batch: int = 1,
+    seed: int = 0,
+    dynamic: bool = False,
+    **kwargs: Any,
 ) -> Network:
     torchvision = import_torchvision()
     import torch
@@ -76,7 +83,52 @@ def torchvision_network(
         module = torchvision.models.get_model(name, weights=None, **kwargs)
     except TypeError as exc:
         raise TorchvisionError(f"bad parameters for torchvision:{name}: {exc}") from exc
+    if dynamic:
+        return export_dynamic_image(name, module, image, batch, TorchvisionError)
     return export_image_classifier(name, module, image, batch, TorchvisionError)
+
+
+def export_dynamic_image(
+    name: str, module, image: int, batch: int, error: type[ValueError]
+) -> Network:
+    """``module`` exported with symbolic height and width (``h``, ``w``, bound ``image``).
+
+    torch.export names the symbols itself (``s0``, ``s53``); they are renamed to what a
+    shape axis declares. The importer cannot describe symbolic inputs, so the network is
+    described from the module bound at ``image`` and then given the symbolic module back.
+    """
+    import torch
+    from tvm import relax, tirx
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from planner.tvm.zoo.network import from_imported
+
+    example = torch.randn(batch, 3, image, image)
+    # AUTO lets torch.export keep the ranges the network allows (a stride-32 stem needs
+    # more than 32 pixels) instead of failing on a range declared here.
+    auto = torch.export.Dim.AUTO
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(
+                module.eval(), (example,), dynamic_shapes=({2: auto, 3: auto},)
+            )
+        mod = from_exported_program(
+            exported, keep_params_as_input=True, unwrap_unit_return_tuple=True
+        )
+    except Exception as exc:  # export and import fail in many ways on unsupported code
+        raise error(
+            f"cannot export {name} with symbolic h, w: {type(exc).__name__}: {exc}"
+        ) from exc
+    dims = mod["main"].params[0].ty.shape.values
+    if not all(isinstance(d, tirx.Var) for d in dims[2:]):
+        raise error(f"torch.export kept the image size of {name} static")
+    renamed = {dims[2]: tirx.Var("h", "int64"), dims[3]: tirx.Var("w", "int64")}
+    mod = relax.transform.BindSymbolicVars(renamed, "main")(mod)
+    bounds = {"h": image, "w": image}
+    network = from_imported(name, relax.transform.BindSymbolicVars(bounds, "main")(mod), "main")
+    symbolic, _ = relax.frontend.detach_params(mod)
+    shapes = [(batch, 3, "h", "w"), *network.input_shapes[1:]]
+    return replace(network, mod=symbolic, input_shapes=shapes, shape_bounds=bounds)
 
 
 def export_image_classifier(
