@@ -26,12 +26,13 @@ class _SelfAttention(nn.Module):
         self.output = nn.Linear(hidden, hidden)
 
     def _split_heads(self, x: nn.Tensor) -> nn.Tensor:
-        batch, seq, _ = (int(d) for d in x.shape)
+        # Dimensions stay expressions: ``seq`` may be symbolic.
+        batch, seq, _ = x.shape
         x = nn.op.reshape(x, (batch, seq, self.heads, self.head_dim))
         return nn.op.permute_dims(x, (0, 2, 1, 3))  # (batch, heads, seq, head_dim)
 
     def forward(self, x: nn.Tensor) -> nn.Tensor:
-        batch, seq, hidden = (int(d) for d in x.shape)
+        batch, seq, hidden = x.shape
         q = self._split_heads(self.query(x))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
@@ -73,12 +74,15 @@ def bert_tiny(
     hidden: int = 128,
     heads: int = 2,
     intermediate: int | None = None,
+    dynamic: bool = False,
 ) -> Network:
-    """A BERT encoder stack; ``intermediate`` defaults to four times ``hidden``."""
+    """A BERT encoder stack; ``intermediate`` defaults to four times ``hidden``.
+    ``dynamic`` makes the sequence length symbolic (``seq``) with ``seq`` as its bound."""
     if min(seq, batch, layers, hidden, heads) < 1 or hidden % heads:
         raise ValueError("bert_tiny needs positive sizes and hidden divisible by heads")
     return export_nn(
         "bert_tiny",
         _Encoder(layers, hidden, heads, intermediate or 4 * hidden),
-        (batch, seq, hidden),
+        (batch, "seq" if dynamic else seq, hidden),
+        shape_bounds={"seq": seq} if dynamic else None,
     )
