@@ -12,6 +12,10 @@ A model source is one of
   (:mod:`planner.tvm.zoo.torchvision_source`);
 - ``timm:NAME``: one of timm's image classification networks with random weights (GhostNet,
   HRNet and others torchvision lacks), same parameters (:mod:`planner.tvm.zoo.timm_source`);
+- ``transformers:gpt2`` and ``transformers:bert``: a small GPT-2 decoder and BERT encoder
+  from Hugging Face transformers with random weights, parameters ``seq``, ``dynamic`` (the
+  sequence length symbolic, named ``seq``, bounded by ``seq``) and the model's sizes
+  (:mod:`planner.tvm.zoo.transformers_source`);
 - ``path/to/module.py:factory``, called with the parameters; it returns a
   :class:`~planner.tvm.zoo.network.Network` or ``(torch.nn.Module, example inputs)``.
 
@@ -81,7 +85,7 @@ def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Netwo
     if text.startswith("zoo:"):
         return _build_zoo(text.removeprefix("zoo:"), source.params)
     library, sep, name = text.partition(":")
-    if sep and library in ("torchvision", "timm"):
+    if sep and library in ("torchvision", "timm", "transformers"):
         return _build_library(library, name, source.params)
     if text.endswith(".onnx"):
         return _build_onnx(_resolve(text, base_dir), source.params)
@@ -90,8 +94,8 @@ def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Netwo
         return _build_python(_resolve(file_part, base_dir), factory, source.params)
     raise ModelSourceError(
         f"unsupported model source {text!r}: expected zoo:NAME with NAME one of "
-        f"{', '.join(zoo_names())}, torchvision:NAME, timm:NAME, a path to an .onnx file, or "
-        "path/to/module.py:factory"
+        f"{', '.join(zoo_names())}, torchvision:NAME, timm:NAME, transformers:gpt2|bert, "
+        "a path to an .onnx file, or path/to/module.py:factory"
     )
 
 
@@ -124,8 +128,12 @@ def _build_onnx(path: Path, params: dict[str, Any]) -> Network:
 
 
 def _build_library(library: str, name: str, params: dict[str, Any]) -> Network:
-    """``torchvision:NAME`` or ``timm:NAME``: the library's image classifier, random weights."""
-    if library == "timm":
+    """``torchvision:NAME``, ``timm:NAME`` or ``transformers:NAME``: the library's model with
+    random weights."""
+    if library == "transformers":
+        from planner.tvm.zoo.transformers_source import TransformersError as LibraryError
+        from planner.tvm.zoo.transformers_source import transformers_network as build
+    elif library == "timm":
         from planner.tvm.zoo.timm_source import TimmError as LibraryError
         from planner.tvm.zoo.timm_source import timm_network as build
     else:
