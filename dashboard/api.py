@@ -18,7 +18,8 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.response import Response
 
 from dashboard.api_params import ID_SCHEMA, MAX_BIGINT, enum_param, int_param
 from dashboard.compare import Breakdown
@@ -33,6 +34,7 @@ from dashboard.models import (
     RunRequest,
     Toolchain,
 )
+from dashboard.shape_curves import COMMITS, shape_curves
 from dashboard.trends import find_toolchain, trend
 
 
@@ -238,6 +240,61 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         )
         # The cached bytes as they are: no parsing or re-serialising per request.
         return HttpResponse(payload.json, content_type="application/json")
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("board", str, description="only results on this board; default: "
+                             "the board most measured at the newest commit"),
+            OpenApiParameter("branch", str, description="only commits on this branch"),
+            OpenApiParameter("toolchain", str, description="only results compiled with this "
+                             "toolchain (its id or spec)"),
+            OpenApiParameter("commits", int, description=f"how many of the newest commits "
+                             f"to draw one curve each for (1 to {COMMITS * 4}; "
+                             f"default {COMMITS})"),
+        ],
+        responses=inline_serializer(
+            "ShapeCurves",
+            fields={
+                "model": serializers.DictField(),
+                "board": serializers.CharField(),
+                "boards": serializers.ListField(child=serializers.CharField()),
+                "toolchain": serializers.CharField(),
+                "measures": serializers.ListField(child=serializers.CharField()),
+                "points": serializers.ListField(child=serializers.DictField()),
+                "commits": serializers.ListField(child=serializers.DictField()),
+                "strategies": serializers.ListField(child=serializers.CharField()),
+                "best_strategy": serializers.CharField(allow_null=True),
+                "curves": serializers.ListField(child=serializers.DictField()),
+                "commit_curves": serializers.DictField(),
+                "reserved_at_bound": serializers.ListField(
+                    child=serializers.IntegerField(allow_null=True)
+                ),
+                "overallocation": serializers.ListField(child=serializers.DictField()),
+                "formulas": serializers.ListField(child=serializers.DictField()),
+            },
+        ),
+    )
+    @action(detail=True)
+    def shapes(self, request, pk=None):
+        """Memory against input shape, for a model with a shape axis: per point (ordered by
+        its values) each strategy's planned intermediates and total at the newest commit,
+        each commit's curve per strategy, TVM's reservation at the bound and the
+        over-allocation it makes against the best plan, and the peak formulas. 404 for a
+        model never measured at a shape point."""
+        model = self.get_object()
+        params = request.query_params
+        try:
+            toolchain = find_toolchain(params.get("toolchain", ""))
+        except LookupError as unknown:
+            raise ValidationError({"toolchain": str(unknown)}) from unknown
+        commits = int_param(params, "commits", minimum=1, maximum=COMMITS * 4)
+        payload = shape_curves(
+            model, board=params.get("board", ""), branch=params.get("branch", ""),
+            toolchain=toolchain, commits=commits or COMMITS,
+        )
+        if payload is None:
+            raise NotFound("no results of this model at a shape point")
+        return Response(payload)
 
 
 @extend_schema(
