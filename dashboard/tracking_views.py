@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard import actions, compare
 from dashboard.auth import maintainer_required
 from dashboard.models import Alert, Commit, PullRequest, Repository, Result, Run
+from dashboard.shape_curves import shape_comparison
 
 
 def _wants_json(request) -> bool:
@@ -27,7 +28,13 @@ def _commit_or_404(repository: Repository, sha: str):
 def _comparison(
     request, repository, base, head, *, title, rows, pareto, extra=None, json_extra=None
 ):
+    # Two commits: models with a shape axis get base and head drawn across their points.
+    shapes = (
+        shape_comparison(base, head)
+        if base is not None and head is not None and base.pk != head.pk else {"models": []}
+    )
     context = {
+        "shapes": shapes,
         "repository": repository,
         "title": title,
         "base": base,
@@ -49,6 +56,7 @@ def _comparison(
                 "head": head.sha if head else None,
                 "rows": [row.to_json() for row in rows],
                 "pareto": pareto,
+                "shapes": shapes,
                 **(json_extra or {}),
             }
         )

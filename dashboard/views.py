@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET
 from dashboard import compare, fragments, overview, queue, trends
 from dashboard.auth import is_maintainer
 from dashboard.models import Artifact, Commit, Model, Result, Run, Series
+from dashboard.shape_curves import other_points, shape_curves
 from dashboard.trends import TREND_CACHE_SECONDS, find_toolchain, trend
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,9 @@ def model_trend_page(request, repository: str, model: str):
         request,
         "dashboard/model_trend.html",
         {
+            "shapes": shape_curves(model, board=board, branch=branch, toolchain=toolchain),
+            "shapes_api_url": reverse("api:model-shapes", args=[model.pk])
+            + (f"?{request.GET.urlencode()}" if request.GET else ""),
             "model": model,
             "repository": model.repository,
             # The API's cached bytes, embedded as they are (already escaped for a <script>).
@@ -332,6 +336,7 @@ def result_plan(request, pk: int):
             "peak": peak,
             "parent": parent,
             "siblings": siblings,
+            "points": other_points(result),
         },
     )
 

@@ -12,6 +12,7 @@ const options = {
     compare: "src/compare.js",
     plan: "src/plan.js",
     plan_diff: "src/plan_diff.js",
+    shape_charts: "src/shape_charts.js",
     peakwatch: "src/peakwatch.css",
     favicon: "src/favicon.svg",
   },

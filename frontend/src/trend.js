@@ -25,6 +25,7 @@ import {
   runUrlAt,
   styleDatasets,
 } from "./series.js";
+import { trendAtPoint, trendPoints } from "./shape_points.js";
 
 Chart.register(CategoryScale, LinearScale, LineController, LineElement, PointElement, Tooltip, Legend, zoomPlugin);
 
@@ -131,19 +132,49 @@ export function drawTrend(container, trend) {
   ];
   const note = document.querySelector("[data-downsample-note]");
   if (note) note.textContent = downsampleNote(trend);
-  const reset = document.querySelector("[data-reset-zoom]");
-  if (reset) reset.addEventListener("click", () => charts.forEach((chart) => chart.resetZoom()));
   // For tests and for poking at the charts from the console.
   window.peakwatchCharts = charts;
   container.dataset.ready = "true";
   return charts;
 }
 
+/**
+ * A model with a shape axis has a line per strategy at each point: the picker shows one
+ * point at a time (``?point=`` in the address keeps the choice), since h=64 and h=1024
+ * on one chart would flatten the smaller into the axis.
+ */
+function pickPoint(trend, redraw) {
+  const points = trendPoints(trend);
+  const picker = document.querySelector("[data-point-picker]");
+  if (!points.length || !picker) return null;
+  const select = picker.querySelector("select");
+  const asked = new URLSearchParams(window.location.search).get("point");
+  for (const label of points) select.add(new Option(label, label, false, label === asked));
+  if (!points.includes(asked)) select.value = points[0];
+  picker.hidden = false;
+  select.addEventListener("change", () => {
+    const url = new URL(window.location.href);
+    url.searchParams.set("point", select.value);
+    window.history.replaceState(null, "", url);
+    redraw(select.value);
+  });
+  return select.value;
+}
+
 function start() {
   const container = document.querySelector("[data-trend-charts]");
   const payload = document.getElementById("trend-data");
   if (!container || !payload) return;
-  drawTrend(container, JSON.parse(payload.textContent));
+  const trend = JSON.parse(payload.textContent);
+  let charts = [];
+  const draw = (point) => {
+    charts.forEach((chart) => chart.destroy());
+    charts = drawTrend(container, point === null ? trend : trendAtPoint(trend, point));
+    container.dataset.point = point ?? "";
+  };
+  const reset = document.querySelector("[data-reset-zoom]");
+  if (reset) reset.addEventListener("click", () => charts.forEach((chart) => chart.resetZoom()));
+  draw(pickPoint(trend, draw));
 }
 
 if (document.readyState === "loading") {

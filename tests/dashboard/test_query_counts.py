@@ -28,8 +28,8 @@ EXPECTED = {
     # test_dashboard_pages.)
     "home": 3,
     # The model; its alerts; its trend snapshot; its series with their newest results;
-    # the branches.
-    "trend page": 5,
+    # the branches; its commits measured at shape points (none here: nothing more).
+    "trend page": 6,
     # The model; its alerts; its trend snapshot.
     "trend api": 3,
     # The run; its results with artifacts; the parent commit's results.
@@ -40,8 +40,9 @@ EXPECTED = {
     # Both results, each with its artifacts.
     "plan diff": 4,
     # The repository; both commits; each commit's results as plain columns (read once for
-    # the table and the Pareto chart); the head's alerts.
-    "compare": 6,
+    # the table and the Pareto chart); both commits' results at shape points; the head's
+    # alerts.
+    "compare": 7,
     # The alerts with everything they show.
     "alerts": 1,
 }

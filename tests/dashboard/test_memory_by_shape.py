@@ -1,0 +1,98 @@
+"""Memory against input shape on the pages: the model page's chart data and over-allocation
+table, the comparison's per-point differences and the plan page's point picker."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from dashboard import actions
+from dashboard.models import Model, Result
+from tests.dashboard.shape_history import COMMITS, GROWTH, record_shape_history
+
+pytestmark = pytest.mark.django_db
+
+POINTS = ["h=64,w=64", "h=256,w=256", "h=1024,w=1024"]
+
+
+@pytest.fixture
+def shape_runs():
+    return record_shape_history(actions.track_repository("tracked", "/nonexistent"))
+
+
+@pytest.fixture
+def pool(shape_runs):
+    return Model.objects.select_related("repository").get(name="pool")
+
+
+def test_the_model_page_shows_the_chart_data_and_the_over_allocation(client, pool):
+    response = client.get(pool.get_absolute_url())
+
+    html = response.content.decode()
+    assert "Memory by shape" in html
+    assert 'id="shapes-data"' in html
+    assert "peakwatch/shape_charts.js" in html
+    rows = re.findall(r'<tr data-point="([^"]+)">(.*?)</tr>', html, re.S)
+    assert [label for label, _ in rows] == POINTS
+    ratios = [re.search(r"data-ratio>([^<]+)<", row).group(1) for _, row in rows]
+    assert ratios == ["384.00×", "24.00×", "1.50×"]
+    assert 'data-checked="all"' in html
+    assert "plan held at 2 of 3 points" in html
+    assert "64*h^2" in html
+    assert "data-point-picker" in html
+
+
+def test_the_model_page_of_a_model_without_a_shape_axis_has_no_shape_section(
+    client, recorded_history
+):
+    model = Model.objects.select_related("repository").get(name="small-cnn")
+
+    html = client.get(model.get_absolute_url()).content.decode()
+
+    assert "Memory by shape" not in html
+    assert "shape_charts.js" not in html
+
+
+def test_the_compare_page_lists_each_point_under_each_strategy(client, shape_runs):
+    base, head = shape_runs[0].commit, shape_runs[-1].commit
+    url = reverse("compare-commits", args=["tracked", base.sha, head.sha])
+
+    html = client.get(url).content.decode()
+
+    assert "Memory by shape, base and head" in html
+    assert 'id="shape-compare-data"' in html
+    grown = re.search(
+        r'<tr data-strategy="best-fit" data-point="h=1024,w=1024">.*?data-change="(\d+)"',
+        html, re.S,
+    )
+    assert int(grown.group(1)) == GROWTH * (COMMITS - 1)
+    same = re.search(
+        r'<tr data-strategy="tvm-stock" data-point="h=64,w=64">.*?data-change="(\d+)"', html, re.S
+    )
+    assert same.group(1) == "0"
+
+    data = client.get(url, {"format": "json"}).json()["shapes"]["models"][0]
+    assert data["points"] == POINTS
+    assert data["default_strategy"] == "best-fit"
+    curve = data["curves"]["best-fit"]
+    assert curve["head"][2] - curve["base"][2] == GROWTH * (COMMITS - 1)
+
+
+def test_the_plan_page_links_to_the_same_result_at_every_other_point(client, shape_runs):
+    run = shape_runs[-1]
+    result = Result.objects.get(run=run, strategy__name="greedy-by-size", shape_label=POINTS[1])
+
+    html = client.get(reverse("result-plan", args=[result.pk])).content.decode()
+
+    picker = re.search(r"<nav class=\"point-picker\".*?</nav>", html, re.S).group(0)
+    links = re.findall(r'<a href="([^"]+)" data-point="([^"]+)"', picker)
+    assert [label for _, label in links] == [POINTS[0], POINTS[2]]
+    for url, label in links:
+        other = Result.objects.get(pk=int(url.split("/")[2]))
+        assert (other.shape_label, other.strategy.name, other.run_id) == (
+            label, "greedy-by-size", run.pk
+        )
+    assert f'aria-current="page" data-point="{POINTS[1]}"' in picker
+    assert "of intermediates for the symbolic build" in html
