@@ -355,10 +355,7 @@ SeriesKey = tuple[int, int, int, int, str]
 
 
 def series_key(result: Result) -> SeriesKey:
-    return (
-        result.model_id, result.strategy_id, result.board_id, result.toolchain_id,
-        result.shape_label,
-    )
+    return result.series_key
 
 
 def summarise_series(key: SeriesKey, *, snapshot: bool = True) -> Series | None:

@@ -42,9 +42,11 @@ class ComparisonRow:
     head: Figures | None
     #: The toolchain spec of both sides ("" the worker's own); what toolchains compare.
     toolchain: str = ""
+    #: The shape point of both sides ("h=256,w=256"); "" for a model without an axis.
+    shape_label: str = ""
 
     @property
-    def series_ids(self) -> tuple[int, int, int, int] | None:
+    def series_ids(self) -> tuple[int, int, int, int, str] | None:
         result = self.head or self.base
         return result.series_ids if result is not None else None
 
@@ -94,6 +96,7 @@ class ComparisonRow:
             "strategy": self.strategy,
             "board": self.board,
             "toolchain": self.toolchain,
+            "shape_label": self.shape_label,
             "base_result": self.base.pk if self.base else None,
             "head_result": self.head.pk if self.head else None,
             "base_bytes": self.base_bytes,
@@ -199,8 +202,9 @@ class Figures:
     planned_bytes: int | None
     latency_median_ms: float | None
     reused_from_id: int | None = None
-    #: (model, strategy, board, toolchain) ids, as ``Alert``s name a series.
-    series_ids: tuple[int, int, int, int] | None = None
+    #: (model, strategy, board, toolchain) ids and the shape label, as ``Alert``s name a
+    #: series.
+    series_ids: tuple[int, int, int, int, str] | None = None
     breakdown: Breakdown | None = None
 
     @property
@@ -208,26 +212,27 @@ class Figures:
         return self.reused_from_id is not None
 
 
-def results_of(commit: Commit) -> dict[tuple[str, str, str, str], Figures]:
+def results_of(commit: Commit) -> dict[tuple[str, str, str, str, str], Figures]:
     """The newest successful Result of every series at ``commit``, by (model, strategy,
-    board, toolchain spec) names; of one commit run twice, the later run's."""
+    board, toolchain spec) names and shape label; of one commit run twice, the later
+    run's."""
     rows = (
         Result.objects.for_commit(commit)
         .succeeded()
         .order_by("id")
         .values_list(
-            "model__name", "strategy__name", "board__name", "toolchain__spec",
+            "model__name", "strategy__name", "board__name", "toolchain__spec", "shape_label",
             "id", "planned_bytes", "latency_median_ms", "reused_from_id",
-            "model_id", "strategy_id", "board_id", "toolchain_id",
+            "model_id", "strategy_id", "board_id", "toolchain_id", "shape_label",
             "intermediate_bytes", "output_bytes",
             "details__kernel_workspace_bytes", "details__kernel_workspace_source",
         )
     )
     # Ascending ids: a later run's Result replaces the earlier one of its series.
     return {
-        tuple(row[:4]): Figures(
-            *row[4:8], series_ids=row[8:12],
-            breakdown=Breakdown.from_columns(row[5], *row[12:]),
+        tuple(row[:5]): Figures(
+            *row[5:9], series_ids=row[9:14],
+            breakdown=Breakdown.from_columns(row[6], *row[14:]),
         )
         for row in rows
     }
@@ -239,7 +244,9 @@ def compare_commits(
     """``results``: both commits' ``results_of``, when the caller has read them already."""
     before, after = results or (results_of(base), results_of(head))
     return [
-        ComparisonRow(*key[:3], before.get(key), after.get(key), toolchain=key[3])
+        ComparisonRow(
+            *key[:3], before.get(key), after.get(key), toolchain=key[3], shape_label=key[4]
+        )
         for key in sorted(set(before) | set(after))
     ]
 
@@ -261,13 +268,13 @@ def toolchain_order(toolchain: Toolchain) -> tuple:
 def compare_toolchains(commit: Commit, base: str, head: str) -> list[ComparisonRow]:
     """Toolchain ``head`` against toolchain ``base`` (specs) on every model, strategy and
     board of ``commit``."""
-    pairs: dict[tuple[str, str, str], dict[str, Figures]] = {}
-    for (model, strategy, board, spec), result in results_of(commit).items():
-        pairs.setdefault((model, strategy, board), {})[spec] = result
+    pairs: dict[tuple[str, str, str, str], dict[str, Figures]] = {}
+    for (model, strategy, board, spec, shape), result in results_of(commit).items():
+        pairs.setdefault((model, strategy, board, shape), {})[spec] = result
     return [
         ComparisonRow(model, strategy, board, by.get(base), by.get(head),
-                      toolchain=f"{base or 'worker'} → {head or 'worker'}")
-        for (model, strategy, board), by in sorted(pairs.items())
+                      toolchain=f"{base or 'worker'} → {head or 'worker'}", shape_label=shape)
+        for (model, strategy, board, shape), by in sorted(pairs.items())
         if base in by or head in by
     ]
 
@@ -275,13 +282,13 @@ def compare_toolchains(commit: Commit, base: str, head: str) -> list[ComparisonR
 def compare_strategies(commit: Commit, base: str, head: str) -> list[ComparisonRow]:
     """Strategy ``head`` against strategy ``base`` on every model and board of ``commit``."""
     results = results_of(commit)
-    pairs: dict[tuple[str, str, str], dict[str, Figures]] = {}
-    for (model, strategy, board, toolchain), result in results.items():
-        pairs.setdefault((model, board, toolchain), {})[strategy] = result
+    pairs: dict[tuple[str, str, str, str], dict[str, Figures]] = {}
+    for (model, strategy, board, toolchain, shape), result in results.items():
+        pairs.setdefault((model, board, toolchain, shape), {})[strategy] = result
     return [
         ComparisonRow(model, f"{base} → {head}", board, by.get(base), by.get(head),
-                      toolchain=toolchain)
-        for (model, board, toolchain), by in sorted(pairs.items())
+                      toolchain=toolchain, shape_label=shape)
+        for (model, board, toolchain, shape), by in sorted(pairs.items())
         if base in by or head in by
     ]
 
@@ -303,12 +310,14 @@ def pareto_points(commits: dict[str, Commit], results: dict[str, dict] | None = 
     models: dict[str, dict[str, list]] = {}
     for label, commit in commits.items():
         of_commit = results[label] if results else results_of(commit)
-        for (model, strategy, board, toolchain), result in of_commit.items():
+        for (model, strategy, board, toolchain, shape), result in of_commit.items():
             if result.planned_bytes is None or result.latency_median_ms is None:
                 continue
+            name = f"{strategy} ({toolchain})" if toolchain else strategy
             models.setdefault(model, {}).setdefault(label, []).append(
                 {
-                    "strategy": f"{strategy} ({toolchain})" if toolchain else strategy,
+                    # Points of one strategy are different memory needs, not rivals.
+                    "strategy": f"{name} at {shape}" if shape else name,
                     "board": board,
                     "planned_bytes": result.planned_bytes,
                     "latency_ms": result.latency_median_ms,

@@ -10,7 +10,8 @@ The baseline of a commit is found by following first parents (its recorded ``par
 so a commit is compared with its own history, not with whatever ran just before it; a pull
 request's head is compared with its merge base first.
 
-A series is (model, strategy, board, toolchain): a new TVM starts a new line. Where a line
+A series is (model, strategy, board, toolchain, shape point): a new TVM starts a new line,
+and each point of a model's shape axis is compared only with the same point. Where a line
 starts (no earlier result of its toolchain), it is compared with the same model, strategy
 and board under the next older toolchain at the same commit, so a new TVM release that
 makes a model worse alerts once, when it arrives.
@@ -125,7 +126,7 @@ def find_regressions(run: Run) -> list[Finding]:
         return findings
     rank = {commit_id: i for i, commit_id in enumerate(chain)}
     # Per series, the newest successful result of each ancestor commit, nearest first.
-    history: dict[tuple[int, int, int, int], dict[int, Result]] = {}
+    history: dict[tuple[int, int, int, int, str], dict[int, Result]] = {}
     earlier = (
         Result.objects.succeeded()
         .filter(
@@ -137,11 +138,11 @@ def find_regressions(run: Run) -> list[Finding]:
         .order_by("id")
     )
     for result in earlier:
-        series = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+        series = result.series_key
         history.setdefault(series, {})[result.commit_id] = result
     overrides = _threshold_overrides(repository)
     for result in results:
-        series = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+        series = result.series_key
         before = sorted(history.get(series, {}).values(), key=lambda r: rank[r.commit_id])
         if not before:
             continue
@@ -193,13 +194,13 @@ def toolchain_regressions(run: Run, results: list[Result], chain: list[int]) -> 
     seen_before = set(
         Result.objects.succeeded()
         .filter(commit_id__in=chain, model_id__in={r.model_id for r in results})
-        .values_list("model_id", "strategy_id", "board_id", "toolchain_id")
+        .values_list("model_id", "strategy_id", "board_id", "toolchain_id", "shape_label")
         .distinct()
     )
     overrides = _threshold_overrides(repository)
     findings = []
     for result in results:
-        key = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+        key = result.series_key
         if key in seen_before:
             continue
         older = _older_toolchain_result(result, at_commit, toolchain_order)
@@ -241,12 +242,13 @@ def _bytes_finding(result: Result, baseline: Result, threshold: int) -> list[Fin
 
 
 def _older_toolchain_result(result: Result, at_commit: dict, order) -> Result | None:
-    """The same model, strategy and board at the same commit under the newest toolchain
-    older than ``result``'s; None when its toolchain is the oldest there."""
+    """The same model, strategy, board and shape point at the same commit under the newest
+    toolchain older than ``result``'s; None when its toolchain is the oldest there."""
     mine = order(result.toolchain)
     candidates = [
         other for key, other in at_commit.items()
         if key[:3] == (result.model_id, result.strategy_id, result.board_id)
-        and key[3] != result.toolchain_id and order(other.toolchain) < mine
+        and key[4] == result.shape_label and key[3] != result.toolchain_id
+        and order(other.toolchain) < mine
     ]
     return max(candidates, key=lambda r: order(r.toolchain)) if candidates else None

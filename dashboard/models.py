@@ -441,6 +441,13 @@ class Result(models.Model):
         at = f" at {self.shape_label}" if self.shape_label else ""
         return f"{self.model} / {self.strategy} / {self.board}{at} @ {self.commit}"
 
+    @property
+    def series_key(self) -> tuple[int, int, int, int, str]:
+        """The series this belongs to, as ``Series.key`` names it."""
+        return (
+            self.model_id, self.strategy_id, self.board_id, self.toolchain_id, self.shape_label
+        )
+
     def savings_vs(self, other: Result) -> float | None:
         """Fraction of ``other``'s planned bytes this result saves (negative: uses more)."""
         if not self.planned_bytes or not other.planned_bytes:
@@ -674,11 +681,15 @@ class Alert(models.Model):
     def __str__(self) -> str:
         # The toolchain too: a suite with two TVMs has each series twice.
         # And the point: one commit can grow a model at h=256 and leave h=64 alone.
-        at = f" at {self.shape_label}" if self.shape_label else ""
         return (
-            f"{self.get_kind_display()} of {self.model} / {self.strategy} / {self.board}{at} "
-            f"with {self.toolchain.label} @ {self.commit}"
+            f"{self.get_kind_display()} of {self.model} / {self.strategy} / {self.board}"
+            f"{self.at_point} with {self.toolchain.label} @ {self.commit}"
         )
+
+    @property
+    def at_point(self) -> str:
+        """" at h=256,w=256" where the alert is on a shape point, else ""."""
+        return f" at {self.shape_label}" if self.shape_label else ""
 
     @property
     def change(self) -> float:

@@ -111,11 +111,14 @@ def pull_request_comment(run: Run, base: Commit | None, alerts: list[Alert]) -> 
         "| Model | Strategy | Board | Base | Head | Change | Latency change |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    flagged = {(a.model_id, a.strategy_id, a.board_id, a.toolchain_id) for a in alerts}
+    flagged = {
+        (a.model_id, a.strategy_id, a.board_id, a.toolchain_id, a.shape_label) for a in alerts
+    }
     for row in compare_commits(base, run.commit):
         mark = " :warning:" if row.series_ids in flagged else ""
+        at = f" at {row.shape_label}" if row.shape_label else ""
         lines.append(
-            f"| {row.model}{mark} | {row.strategy} | {row.board} | "
+            f"| {row.model}{at}{mark} | {row.strategy} | {row.board} | "
             f"{human_bytes(row.base_bytes)} | {human_bytes(row.head_bytes)} | "
             f"{_signed(row.bytes_delta, 'bytes')} ({_percent(row.bytes_relative)}) | "
             f"{_percent(row.latency_relative)} |"
@@ -134,7 +137,8 @@ def slack_message(run: Run, alerts: list[Alert]) -> dict:
         else:
             change = f"{alert.baseline_value:.3f} ms → {alert.value:.3f} ms (p={alert.p_value:.3g})"
         lines.append(
-            f"• {alert.model.name} / {alert.strategy.name} / {alert.board.name}: "
+            f"• {alert.model.name} / {alert.strategy.name} / {alert.board.name}"
+            f"{alert.at_point}: "
             f"{alert.get_kind_display().lower()} {change} ({_percent(alert.relative_change)})"
         )
     lines.append(f"<{absolute(alerts_url(run))}|Triage the alerts>")

@@ -40,6 +40,8 @@ class LatestRow:
     board: Board
     toolchain: Toolchain
     cells: list[LatestCell | None] = field(default_factory=list)
+    #: The shape point of the row ("h=256,w=256"); "" for a model without an axis.
+    shape_label: str = ""
 
     @property
     def url(self) -> str:
@@ -88,13 +90,13 @@ def repository_overviews() -> list[RepositoryOverview]:
     Each line's cell was rendered when it was summarised: one query for the lines, one for
     the repositories and models, whatever the history's length.
     """
-    by_repository: dict[int, dict[tuple[int, int, int], list[Series]]] = {}
+    by_repository: dict[int, dict[tuple[int, int, int, str], list[Series]]] = {}
     lines = Series.objects.with_points(False).filter(latest_result__isnull=False).select_related(
         "model"
     )
     for line in lines:
         by_repository.setdefault(line.model.repository_id, {}).setdefault(
-            (line.model_id, line.board_id, line.toolchain_id), []
+            (line.model_id, line.board_id, line.toolchain_id, line.shape_label), []
         ).append(line)
     overviews = []
     for repository in Repository.objects.prefetch_related("models"):
@@ -102,16 +104,18 @@ def repository_overviews() -> list[RepositoryOverview]:
         strategies = sorted({line.strategy.name for row in series.values() for line in row})
         models = {model.pk: model for model in repository.models.all()}
         rows = []
-        for (model_id, _, _), row_lines in series.items():
+        for (model_id, _, _, shape_label), row_lines in series.items():
             cells = {line.strategy.name: _cell(line) for line in row_lines}
             first = row_lines[0]
             rows.append(
                 LatestRow(
                     models[model_id], first.board, first.toolchain,
-                    [cells.get(name) for name in strategies],
+                    [cells.get(name) for name in strategies], shape_label,
                 )
             )
-        rows.sort(key=lambda row: (row.model.name, row.board.name, row.toolchain.spec))
+        rows.sort(key=lambda row: (
+            row.model.name, row.board.name, row.toolchain.spec, _shape_order(row.shape_label)
+        ))
         tested = {row.model.pk for row in rows}
         overviews.append(
             RepositoryOverview(
@@ -123,6 +127,15 @@ def repository_overviews() -> list[RepositoryOverview]:
             )
         )
     return overviews
+
+
+def _shape_order(shape_label: str) -> tuple:
+    """Points by their sizes, not as text: h=64 before h=256."""
+    return tuple(
+        int(value) if value.isdigit() else value
+        for part in shape_label.split(",") if part
+        for value in [part.partition("=")[2]]
+    )
 
 
 def _cell(line: Series) -> LatestCell:
@@ -154,7 +167,8 @@ def recent_planned_bytes(line: Series) -> list[int | None]:
         Result.objects.succeeded()
         .filter(
             model_id=line.model_id, strategy_id=line.strategy_id, board_id=line.board_id,
-            toolchain_id=line.toolchain_id, commit__branch=Subquery(branch),
+            toolchain_id=line.toolchain_id, shape_label=line.shape_label,
+            commit__branch=Subquery(branch),
         )
         .order_by("-commit__committed_at", "-commit_id", "-id")
         .values_list("commit_id", "planned_bytes")

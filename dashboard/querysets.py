@@ -135,12 +135,16 @@ class ResultQuerySet(models.QuerySet):
             model__repository=repository, shape_label=shape_label,
         ).order_by("id")
 
-    def newest_by_series(self) -> dict[tuple[int, int, int, int], object]:
-        """The newest successful Result of each (model, strategy, board, toolchain) id key
-        among these; of one commit run twice, the later run's. Meant for one commit's results."""
+    def newest_by_series(self) -> dict[tuple[int, int, int, int, str], object]:
+        """The newest successful Result of each (model, strategy, board, toolchain ids,
+        shape label) key among these; of one commit run twice, the later run's. Meant for
+        one commit's results."""
         newest = {}
         for result in self.succeeded().order_by("id"):
-            key = (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
+            key = (
+                result.model_id, result.strategy_id, result.board_id, result.toolchain_id,
+                result.shape_label,
+            )
             newest[key] = result
         return newest
 
@@ -148,7 +152,8 @@ class ResultQuerySet(models.QuerySet):
         return self.filter(toolchain__spec=spec)
 
     def latest_per_series(self):
-        """The newest successful Result of every model x strategy x board x toolchain.
+        """The newest successful Result of every model x strategy x board x toolchain x
+        shape point.
 
         Newest means the latest commit (``committed_at``, then the highest id among runs of
         the same commit), among the results this queryset already selects. One query; on
@@ -163,20 +168,29 @@ class ResultQuerySet(models.QuerySet):
                 strategy_id=RawSQL("series.strategy_id", ()),
                 board_id=RawSQL("series.board_id", ()),
                 toolchain_id=RawSQL("series.toolchain_id", ()),
+                shape_label=RawSQL("series.shape_label", ()),
             )[:1]
             sql, params = newest.query.sql_with_params()
             model, strategy, board, toolchain = (
                 self.model._meta.get_field(name).related_model._meta.db_table
                 for name in ("model", "strategy", "board", "toolchain")
             )
+            from dashboard.models import Series
+
+            # Shape labels are open text, not a table: those of the summarised series
+            # (a handful), and "" for results loaded without being summarised.
+            labels = (
+                f"(SELECT '' AS shape_label UNION"
+                f" SELECT DISTINCT shape_label FROM {Series._meta.db_table})"
+            )
             # Every model x strategy x board is a candidate series; the lateral lookup
             # finds nothing for the ones that never ran. Those tables are small.
             series = (
                 "SELECT newest.id FROM ("
                 " SELECT m.id AS model_id, s.id AS strategy_id, b.id AS board_id,"
-                " t.id AS toolchain_id"
+                " t.id AS toolchain_id, p.shape_label"
                 f" FROM {model} m CROSS JOIN {strategy} s CROSS JOIN {board} b"
-                f" CROSS JOIN {toolchain} t) series"
+                f" CROSS JOIN {toolchain} t CROSS JOIN {labels} p) series"
                 f" CROSS JOIN LATERAL ({sql}) newest"
             )
             # ARRAY(...) is evaluated once, before the outer query: joined straight into
@@ -193,6 +207,7 @@ class ResultQuerySet(models.QuerySet):
             strategy_id=OuterRef("strategy_id"),
             board_id=OuterRef("board_id"),
             toolchain_id=OuterRef("toolchain_id"),
+            shape_label=OuterRef("shape_label"),
         )[:1]
         return succeeded.filter(id=Subquery(newest))
 

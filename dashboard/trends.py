@@ -46,7 +46,8 @@ MAX_ALERTS = 200
 TREND_CACHE_SECONDS = 600
 
 _COLUMNS = (
-    "strategy_id", "board_id", "toolchain_id", "commit_id", "run_id", "planned_bytes",
+    "strategy_id", "board_id", "toolchain_id", "shape_label", "commit_id", "run_id",
+    "planned_bytes",
     "intermediate_bytes", "measured_peak_bytes", "lower_bound_bytes", "latency_median_ms",
     "position", "total", "changed",
 )
@@ -122,11 +123,12 @@ def _series_rows(
     keep = ",".join(str(int(pk)) for pk in sorted(keep_commits)) or "NULL"
     sql = f"""
         WITH runs AS (
-            SELECT r.strategy_id, r.board_id, r.toolchain_id, r.commit_id, r.run_id,
+            SELECT r.strategy_id, r.board_id, r.toolchain_id, r.shape_label, r.commit_id,
+                   r.run_id,
                    r.planned_bytes, r.intermediate_bytes, r.measured_peak_bytes,
                    r.lower_bound_bytes, r.latency_median_ms, c.committed_at,
                    LEAD(r.commit_id) OVER (
-                       PARTITION BY r.strategy_id, r.board_id, r.toolchain_id
+                       PARTITION BY r.strategy_id, r.board_id, r.toolchain_id, r.shape_label
                        ORDER BY c.committed_at, r.commit_id, r.id
                    ) AS next_commit
             FROM {result} r JOIN {commit} c ON c.id = r.commit_id
@@ -135,16 +137,20 @@ def _series_rows(
         newest AS (
             SELECT *,
                    ROW_NUMBER() OVER w AS position,
-                   COUNT(*) OVER (PARTITION BY strategy_id, board_id, toolchain_id) AS total,
+                   COUNT(*) OVER (
+                       PARTITION BY strategy_id, board_id, toolchain_id, shape_label
+                   ) AS total,
                    LAG(planned_bytes) OVER w AS previous_bytes
             FROM runs
             -- A commit run more than once counts with its newest result (the highest id).
             WHERE next_commit IS NULL OR next_commit <> commit_id
             WINDOW w AS (
-                PARTITION BY strategy_id, board_id, toolchain_id ORDER BY committed_at, commit_id
+                PARTITION BY strategy_id, board_id, toolchain_id, shape_label
+                ORDER BY committed_at, commit_id
             )
         )
-        SELECT strategy_id, board_id, toolchain_id, commit_id, run_id, planned_bytes,
+        SELECT strategy_id, board_id, toolchain_id, shape_label, commit_id, run_id,
+               planned_bytes,
                intermediate_bytes, measured_peak_bytes, lower_bound_bytes, latency_median_ms,
                position, total, CASE WHEN planned_bytes {distinct} previous_bytes THEN 1 ELSE 0 END
         FROM newest
@@ -153,7 +159,7 @@ def _series_rows(
            OR (position - 1) * {buckets} / total <> position * {buckets} / total
            OR planned_bytes {distinct} previous_bytes
            OR commit_id IN ({keep})
-        ORDER BY strategy_id, board_id, toolchain_id, committed_at, commit_id
+        ORDER BY strategy_id, board_id, toolchain_id, shape_label, committed_at, commit_id
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -466,7 +472,7 @@ def _history(commits: list[dict], lines: list[dict]) -> dict:
     return {
         "columns": [
             {"strategy": line["strategy"], "board": line["board"],
-             "toolchain": line["toolchain"]["label"]}
+             "toolchain": line["toolchain"]["label"], "shape_label": line["shape_label"]}
             for line in lines
         ],
         "rows": [
@@ -478,7 +484,7 @@ def _history(commits: list[dict], lines: list[dict]) -> dict:
 
 
 def _line_order(line: Series) -> tuple:
-    return (line.strategy.name, line.board.name, line.toolchain.spec)
+    return (line.strategy.name, line.board.name, line.toolchain.spec, line.shape_label)
 
 
 def _stored_series(lines: list[Series]) -> tuple[list[dict], list[dict]]:
@@ -494,7 +500,8 @@ def _stored_series(lines: list[Series]) -> tuple[list[dict], list[dict]]:
         # A commit removed since the line was summarised is left out until it is again.
         points = [p for p in line.points if p[0] in index]
         drawn.append(
-            _line(line.strategy.name, line.board.name, line.toolchain, line.commits, [
+            _line(line.strategy.name, line.board.name, line.toolchain, line.shape_label,
+                  line.commits, [
                 _point(
                     dict(zip(STORED_POINT_FIELDS, p, strict=True)), index[p[0]], runs
                 )
@@ -517,12 +524,14 @@ def _commits_drawn(runs: dict[int, int]) -> tuple[dict[int, int], list[dict]]:
     return index, [_commit(c, runs[c["id"]]) for c in shown]
 
 
-def _line(strategy: str, board: str, toolchain: Toolchain, commits: int, points: list,
-          *, downsampled: bool) -> dict:
+def _line(strategy: str, board: str, toolchain: Toolchain, shape_label: str, commits: int,
+          points: list, *, downsampled: bool) -> dict:
     return {
         "strategy": strategy,
         "board": board,
         "toolchain": _toolchain(toolchain),
+        # Each point of a shape axis is a line of its own; "" for a model without one.
+        "shape_label": shape_label,
         "commits": commits,
         "downsampled": downsampled,
         "points": points,
@@ -541,11 +550,14 @@ def _series(
     strategies = dict(Strategy.objects.values_list("id", "name"))
     boards = dict(Board.objects.values_list("id", "name"))
     toolchains = {t.pk: t for t in Toolchain.objects.all()}
-    series: dict[tuple[str, str, str], dict] = {}
+    series: dict[tuple[str, str, str, str], dict] = {}
     for row in rows:
         values = dict(zip(_COLUMNS, row, strict=True))
         chain = toolchains[values["toolchain_id"]]
-        key = (strategies[values["strategy_id"]], boards[values["board_id"]], chain.spec)
+        key = (
+            strategies[values["strategy_id"]], boards[values["board_id"]], chain.spec,
+            values["shape_label"],
+        )
         line = series.setdefault(
             key, {"total": values["total"], "toolchain": chain, "points": []}
         )
@@ -559,10 +571,11 @@ def _series(
             runs[point["commit_id"]] = max(runs.get(point["commit_id"], 0), point["run_id"])
     index, commits = _commits_drawn(runs)
     lines = []
-    for (strategy, board_name, _), points in kept.items():
-        line = series[(strategy, board_name, _)]
+    for key, points in kept.items():
+        strategy, board_name, _, shape_label = key
+        line = series[key]
         lines.append(
-            _line(strategy, board_name, line["toolchain"], line["total"],
+            _line(strategy, board_name, line["toolchain"], shape_label, line["total"],
                   [_point(p, index[p["commit_id"]], runs) for p in points],
                   downsampled=len(points) < line["total"])
         )
@@ -614,6 +627,7 @@ def _alert(alert: Alert) -> dict:
         "strategy": alert.strategy.name,
         "board": alert.board.name,
         "toolchain": alert.toolchain.label,
+        "shape_label": alert.shape_label,
         "kind": alert.kind,
         "state": alert.state,
         "open": alert.is_open,

@@ -136,7 +136,9 @@ def _trend_tables(model: Model, *, board: str, branch: str, toolchain) -> dict:
     show_toolchains = len({line.toolchain_id for line in shown}) > 1
     latest = sorted(
         (line for line in shown if line.latest_result_id),
-        key=lambda line: (line.board.name, line.toolchain.spec, line.strategy.name),
+        key=lambda line: (
+            line.board.name, line.toolchain.spec, line.strategy.name, line.shape_label
+        ),
     )
     context = {"board": board, "branch": branch, "toolchain": toolchain}
     return {
@@ -170,7 +172,10 @@ def _coverage(lines: list[Series], *, board: str, toolchain) -> dict:
                 "cells": [
                     {
                         "board": name,
-                        "strategies": len(cells.get((chain.pk, name), [])),
+                        # A strategy measured at several shape points is one strategy.
+                        "strategies": len(
+                            {line.strategy_id for line in cells.get((chain.pk, name), [])}
+                        ),
                         "commits": max(
                             (line.commits for line in cells.get((chain.pk, name), [])), default=0
                         ),
@@ -231,13 +236,13 @@ def _results_of(run: Run) -> list[Result]:
         .with_related()
         # A run compiled with several toolchains has rows alike but for it: the page names it.
         .select_related("toolchain")
-        .order_by("model__name", "strategy__name", "board__name", "toolchain__spec")
+        .order_by(
+            "model__name", "shape_label", "strategy__name", "board__name", "toolchain__spec"
+        )
     )
     parents = _parent_results(run.commit)
     for result in results:
-        result.parent = parents.get(
-            (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
-        )
+        result.parent = parents.get(result.series_key)
     return results
 
 
@@ -252,7 +257,7 @@ def _sandboxes_of(results: list[Result]) -> list[tuple[str, str]]:
     return [(board, ", ".join(sorted(boxes))) for board, boxes in sorted(modes.items())]
 
 
-def _parent_results(commit: Commit) -> dict[tuple[int, int, int, int], Result]:
+def _parent_results(commit: Commit) -> dict[tuple[int, int, int, int, str], Result]:
     """The newest successful result of every series at ``commit``'s parent; one query."""
     if not commit.parent_sha:
         return {}
@@ -308,13 +313,15 @@ def result_plan(request, pk: int):
     plan = compare.load_plan(result)
     peak = (plan or {}).get("peak") or result.details.get("peak") or {}
     parents = _parent_results(result.commit)
-    parent = parents.get(
-        (result.model_id, result.strategy_id, result.board_id, result.toolchain_id)
-    )
+    parent = parents.get(result.series_key)
     siblings = (
         Result.objects.for_run(result.run_id)
         .succeeded()
-        .filter(model_id=result.model_id, board_id=result.board_id)
+        # The other strategies at the same shape point: another point is another need.
+        .filter(
+            model_id=result.model_id, board_id=result.board_id,
+            shape_label=result.shape_label,
+        )
         .exclude(pk=result.pk)
         .select_related("strategy")
         .order_by("strategy__name")

@@ -86,7 +86,9 @@ class Command(BaseCommand):
         rows = list(
             Result.objects.for_run(run)
             .select_related("model", "strategy", "board", "toolchain")
-            .order_by("model__name", "board__name", "strategy__name", "toolchain__spec")
+            .order_by(
+                "model__name", "shape_label", "board__name", "strategy__name", "toolchain__spec"
+            )
         )
         labels = {result.toolchain_id: result.toolchain.label for result in rows}
         # Two toolchains make each model and strategy appear twice: a column tells them apart.
@@ -102,8 +104,10 @@ class Command(BaseCommand):
         for result in rows:
             status = "ok" if result.status == "ok" else f"FAILED: {_first_line(result.error)}"
             toolchain = f"{labels[result.toolchain_id]:<{width}} " if several else ""
+            # A model measured at several shape points has a row per point, named so.
+            model = result.model.name + (f" at {result.shape_label}" if result.shape_label else "")
             self.stdout.write(
-                f"{result.model.name:<20} {result.board.name:<8} {result.strategy.name:<32} "
+                f"{model:<20} {result.board.name:<8} {result.strategy.name:<32} "
                 f"{toolchain}{human_bytes(result.planned_bytes):>12} "
                 f"{human_bytes(result.measured_peak_bytes):>12}  {status}"
             )
