@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dashboard import gitrepo
+from planner.shapes import ShapeAxis
+from planner.shapes import label as shape_label
 from workers import compile_cache, manifest
 
 log = logging.getLogger(__name__)
@@ -65,9 +67,10 @@ def first_change(count: int, differs: Callable[[int], bool]) -> int | None:
 
 def compile_planned_bytes(
     entry: manifest.ModelEntry, strategy: str, target: str, *, mirror: Path, sha: str,
-    suite: manifest.Suite,
+    suite: manifest.Suite, point: dict[str, int] | None = None,
 ) -> int | None:
-    """Compile only, in the sandbox, with the commit's tree (the repository's code runs)."""
+    """Compile only, in the sandbox, with the commit's tree (the repository's code runs);
+    at shape ``point`` for a model with a shape axis."""
     from django.conf import settings
 
     from workers import sandbox
@@ -89,6 +92,7 @@ def compile_planned_bytes(
             model_name=entry.name, source=entry.source, params=entry.params,
             strategies=[strategy], artifacts_dir=artifacts, repeat=0, tree=tree,
             pipeline=suite.pipeline, options={"memory_configs": []},
+            shapes=ShapeAxis((point,), entry.shapes.bounds).to_json() if point else None,
         ))
     if report.error:
         raise RuntimeError(report.error)
@@ -107,8 +111,12 @@ def bisect(
     compile: Callable[..., int | None] = compile_planned_bytes,
     check: Callable[[list[str]], None] = lambda shas: None,
     repository: int,
+    point: str = "",
 ) -> Bisection:
-    """``check`` sees every commit the search may compile before any is: it raises to
+    """``point`` (a label, ``h=256,w=256``) is the shape point to follow in a model with a
+    shape axis; ValueError when such a model is bisected without one of its points.
+
+    ``check`` sees every commit the search may compile before any is: it raises to
     refuse the bisection (the command refuses code from outside that no one approved).
     ``repository`` is the tracked repository's id: cached figures are its own only."""
     good_sha, bad_sha = gitrepo.resolve(mirror, good), gitrepo.resolve(mirror, bad)
@@ -132,17 +140,21 @@ def bisect(
             outcome.probes.append(Probe(sha, None, "missing", detail))
             values[index] = None
             return None
+        chosen = _point(entry, point)
         content = compile_cache.model_content_hash(entry, suite, mirror, sha)
         if content is not None and content in by_content:
             planned, how = by_content[content], "same content"
         else:
             key = compile_cache.cache_key(
-                content, strategy, version, target, repository=repository
+                content, strategy, version, target, repository=repository,
+                shape=shape_label(chosen) if chosen else "",
             ) if content else ""
             planned = cached(key) if key else None
             how = "cache"
             if planned is None:
-                planned = compile(entry, strategy, target, mirror=mirror, sha=sha, suite=suite)
+                planned = compile(
+                    entry, strategy, target, mirror=mirror, sha=sha, suite=suite, point=chosen
+                )
                 how = "compiled"
             if content is not None:
                 by_content[content] = planned
@@ -156,3 +168,18 @@ def bisect(
         outcome.first_changed = shas[index]
         outcome.before, outcome.after = values[index - 1], values[index]
     return outcome
+
+
+def _point(entry: manifest.ModelEntry, wanted: str) -> dict[str, int] | None:
+    """The point of ``entry``'s shape axis labelled ``wanted``; None for a model without one."""
+    if entry.shapes is None:
+        if wanted:
+            raise ValueError(f"{entry.name} has no shape axis, so no point {wanted!r}")
+        return None
+    labels = {shape_label(p): p for p in entry.shapes.points}
+    if wanted not in labels:
+        raise ValueError(
+            f"{entry.name} is measured at several shapes: name one with --point "
+            f"({', '.join(labels)})"
+        )
+    return labels[wanted]

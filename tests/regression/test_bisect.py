@@ -6,6 +6,7 @@ import io
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from dashboard import actions
 from dashboard.demo import create_demo_repository
@@ -66,3 +67,41 @@ def test_it_says_so_when_nothing_changed(tmp_path, monkeypatch):
     call_command("bisect", "tiny", "small-cnn", shas[0], shas[1], stdout=out)
 
     assert "did not change" in out.getvalue()
+
+
+def _shape_repository(path):
+    """Two commits of case 1 at two points: the second widens the convolutions."""
+    from datetime import UTC, datetime, timedelta
+
+    from dashboard.demo import commit_file, git
+
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    start = datetime.now(UTC) - timedelta(hours=2)
+    manifest = (
+        '[suite]\nstrategies = ["greedy-by-size"]\n\n[[models]]\nname = "pool"\n'
+        'source = "zoo:pool_reuse"\n'
+        'params = {{ resolution = 16, channels = {channels}, dynamic = true }}\n'
+        'shapes = {{ h = [8, 16], w = "h" }}\n'
+    )
+    return [
+        commit_file(path, "peakwatch.toml", manifest.format(channels=c), f"{c} channels",
+                    start + timedelta(hours=i))
+        for i, c in enumerate((4, 8))
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.slow
+def test_a_model_with_a_shape_axis_is_bisected_at_the_point_named(tmp_path):
+    shas = _shape_repository(tmp_path / "repo")
+    actions.track_repository("shaped", str(tmp_path / "repo"))
+
+    with pytest.raises(CommandError, match=r"name one with --point \(h=8,w=8, h=16,w=16\)"):
+        call_command("bisect", "shaped", "pool", shas[0], shas[1], stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("bisect", "shaped", "pool", shas[0], shas[1], "--point", "h=8,w=8", stdout=out)
+
+    text = out.getvalue()
+    assert f"first changed at {shas[1]} 8 channels" in text
+    assert "2 compiled (greedy-by-size)" in text

@@ -24,8 +24,12 @@ class Command(BaseCommand):
         parser.add_argument("bad", help="a later commit with the new planned bytes")
         parser.add_argument("--strategy", default="greedy-by-size")
         parser.add_argument("--target", default="llvm")
+        parser.add_argument(
+            "--point", default="",
+            help="for a model with a shape axis, the point to follow, e.g. h=256,w=256",
+        )
 
-    def handle(self, *args, repository, model, good, bad, strategy, target, **options):
+    def handle(self, *args, repository, model, good, bad, strategy, target, point, **options):
         from planner.tvm.strategies import strategy_names
 
         if strategy not in strategy_names():
@@ -55,8 +59,9 @@ class Command(BaseCommand):
         try:
             mirror = gitrepo.mirror(repo.clone_url, settings.PEAKWATCH["WORK_DIR"])
             outcome = bisect(mirror, model, good, bad, strategy=strategy, target=target,
-                             cached=cached, check=approved_only, repository=repo.pk)
-        except gitrepo.GitError as exc:
+                             cached=cached, check=approved_only, repository=repo.pk,
+                             point=point)
+        except (gitrepo.GitError, ValueError) as exc:
             raise CommandError(str(exc)) from None
         except RuntimeError as exc:
             raise CommandError(f"a compile failed: {exc}") from None
