@@ -134,3 +134,20 @@ def test_a_run_records_the_board_figures_the_flag_and_the_export(
     assert response.status_code == 200
     archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
     assert "model.c" in archive.namelist()
+
+
+def test_a_shape_axis_on_a_micro_board_fails_each_point_saying_why(tmp_path):
+    from planner.shapes import parse_shapes
+
+    axis = parse_shapes({"h": [8, 16], "w": "h"})
+    reports = _runner(machine="mps2-an500").measure(
+        model_name="pool", source="zoo:pool_reuse",
+        params={"resolution": 16, "channels": 4, "dynamic": True},
+        strategies=STRATEGIES[:2], artifacts_dir=tmp_path, repeat=0, shapes=axis.to_json(),
+    )
+
+    assert sorted((r.strategy, r.shape_point["h"]) for r in reports) == sorted(
+        (s, h) for s in STRATEGIES[:2] for h in (8, 16)
+    )
+    for report in reports:
+        assert "a micro board compiles one static shape" in report.error

@@ -46,6 +46,27 @@ def test_it_runs_and_times_every_strategy_on_the_remote_server(rpc_server, tmp_p
     _assert_measured_remotely(reports, rpc_server)
 
 
+def test_each_shape_point_is_checked_on_the_board_against_its_own_stock_build(
+    rpc_server, tmp_path
+):
+    from planner.shapes import parse_shapes
+
+    runner = boards.runner_for("loop", {"loop": {"kind": "rpc", "rpc": rpc_server}})
+    axis = parse_shapes({"h": [8, 16], "w": "h"})
+
+    reports = runner.measure(
+        model_name="pool", source="zoo:pool_reuse",
+        params={"resolution": 16, "channels": 4, "dynamic": True},
+        strategies=STRATEGIES, artifacts_dir=tmp_path, repeat=2, shapes=axis.to_json(),
+    )
+
+    # Before, the board kept one report per strategy and left the other point unchecked.
+    assert sorted((r.strategy, r.shape_point["h"]) for r in reports) == sorted(
+        (s, h) for s in STRATEGIES for h in (8, 16)
+    )
+    _assert_measured_remotely(reports, rpc_server)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("tornado") is None,
                     reason="TVM's RPC tracker needs the tornado package")
 def test_it_asks_the_tracker_for_the_device_by_key(spawn, tmp_path):

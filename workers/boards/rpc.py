@@ -12,6 +12,7 @@ import logging
 import socket
 
 from planner.report import BoardFigures
+from planner.shapes import label
 from workers.boards.base import BoardRunner, Health
 from workers.boards.config import split_address
 
@@ -81,12 +82,20 @@ class RpcBoard(BoardRunner):
     def after_compile(self, job, reports) -> None:
         from planner.tvm import remote
 
-        by_strategy = {report.strategy: report for report in reports}
-        if remote.STOCK not in by_strategy:
-            for report in reports:
-                report.error = "the tvm-stock build failed, so there is nothing to check against"
-            return
-        remote.check_remotely(self.connect(), self.config.device, by_strategy, job.repeat)
+        # Each shape point is its own build, checked against the stock build at that point.
+        points: dict[str, dict] = {}
+        for report in reports:
+            points.setdefault(label(report.shape_point), {})[report.strategy] = report
+        for by_strategy in points.values():
+            if remote.STOCK not in by_strategy:
+                for report in by_strategy.values():
+                    report.error = (
+                        "the tvm-stock build failed, so there is nothing to check against"
+                    )
+                continue
+            # A session per point: a library of the same name uploaded over one the server
+            # has loaded brings the server down.
+            remote.check_remotely(self.connect(), self.config.device, by_strategy, job.repeat)
         for report in reports:
             report.measured = {**report.measured, "note": remote.NO_REMOTE_MEMORY}
             report.board = BoardFigures(
