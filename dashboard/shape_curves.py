@@ -21,6 +21,7 @@ from django.db.models import Subquery
 from django.urls import reverse
 
 from dashboard.models import Commit, Model, Result, Toolchain
+from planner.shapes import label_order
 
 #: Commits a "one curve per commit" chart draws at most, newest last.
 COMMITS = 8
@@ -30,18 +31,8 @@ STOCK_STRATEGY = "tvm-stock"
 MEASURES = ("intermediate_bytes", "planned_bytes")
 
 
-def point_order(label: str) -> tuple:
-    """A shape label's sort key: its values as numbers in the label's own symbol order, so
-    h=64 comes before h=256 (as text it would not)."""
-    key = []
-    for part in label.split(","):
-        value = part.partition("=")[2]
-        key.append((0, int(value), "") if value.isdigit() else (1, 0, value))
-    return tuple(key)
-
-
 def ordered_points(labels: Iterable[str]) -> list[str]:
-    return sorted(set(labels), key=point_order)
+    return sorted(set(labels), key=label_order)
 
 
 @dataclass(frozen=True)

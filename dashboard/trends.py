@@ -37,6 +37,7 @@ from dashboard.models import (
     Toolchain,
     TrendSnapshot,
 )
+from planner.shapes import label_order
 
 #: Points per series the chart receives at most.
 MAX_POINTS = 500
@@ -484,7 +485,8 @@ def _history(commits: list[dict], lines: list[dict]) -> dict:
 
 
 def _line_order(line: Series) -> tuple:
-    return (line.strategy.name, line.board.name, line.toolchain.spec, line.shape_label)
+    return (line.strategy.name, line.board.name, line.toolchain.spec,
+            label_order(line.shape_label))
 
 
 def _stored_series(lines: list[Series]) -> tuple[list[dict], list[dict]]:
@@ -562,7 +564,10 @@ def _series(
             key, {"total": values["total"], "toolchain": chain, "points": []}
         )
         line["points"].append(values)
-    kept = {key: downsample(series[key]["points"], MAX_POINTS) for key in sorted(series)}
+    kept = {
+        key: downsample(series[key]["points"], MAX_POINTS)
+        for key in sorted(series, key=lambda k: (*k[:3], label_order(k[3])))
+    }
     # The newest run behind each commit drawn: the run a click on that commit opens unless
     # the point says otherwise.
     runs: dict[int, int] = {}

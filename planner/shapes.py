@@ -145,6 +145,16 @@ def label(point: Mapping[str, int]) -> str:
     return ",".join(f"{symbol}={value}" for symbol, value in point.items())
 
 
+def label_order(text: str) -> tuple:
+    """A :func:`label`'s sort key: its values as numbers in the label's own symbol order, so
+    h=64 comes before h=256 (as text it would not); "" (no axis) first."""
+    key = []
+    for part in filter(None, text.split(",")):
+        value = part.partition("=")[2]
+        key.append((0, int(value), "") if value.isdigit() else (1, 0, value))
+    return tuple(key)
+
+
 def _point_values(declared: Any, symbol: str) -> list[int]:
     if not isinstance(declared, list) or not declared:
         raise ShapeError(f"shapes.{symbol} must be a list of sizes, a bound table or a symbol")

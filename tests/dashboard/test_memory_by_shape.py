@@ -96,3 +96,11 @@ def test_the_plan_page_links_to_the_same_result_at_every_other_point(client, sha
         )
     assert f'aria-current="page" data-point="{POINTS[1]}"' in picker
     assert "of intermediates for the symbolic build" in html
+
+
+def test_the_trend_lists_a_strategys_points_by_value(client, pool):
+    body = client.get(f"/api/models/{pool.pk}/trend/").json()
+
+    best_fit = [s["shape_label"] for s in body["series"] if s["strategy"] == "best-fit"]
+    # As text h=1024 would come first; they were recorded 256, 1024, 64.
+    assert best_fit == POINTS

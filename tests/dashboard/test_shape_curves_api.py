@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from dashboard import actions
 from dashboard.models import Model
-from dashboard.shape_curves import point_order
+from planner.shapes import label_order as point_order
 from tests.dashboard.shape_history import (
     COMMITS,
     GROWTH,
