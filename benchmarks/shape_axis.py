@@ -2,13 +2,13 @@
 
     nice python benchmarks/shape_axis.py                       # resnet18 64..1024, bert 128..2048
     python benchmarks/shape_axis.py --resnet 64,128 --seq 128,256 --json var/shape-axis.json
-    python benchmarks/shape_axis.py --from-json var/shape-axis.json   # tables and chart again
+    python benchmarks/shape_axis.py --from-json var/a.json var/b.json  # tables and chart again
 
-Two symbolic models, each compiled at every point of its axis by
+Symbolic models, each compiled at every point of its axis by
 :func:`planner.tvm.shape_axis.compile_shapes` (planned, built, checked against tvm-stock at
-that shape): torchvision's ResNet-18 with symbolic height and width (``w = h``), and
-``zoo:bert_tiny`` with a symbolic sequence length (an encoder: no decoder with a symbolic
-sequence is in the zoo yet). Per point it prints
+that shape): torchvision's ResNet-18 with symbolic height and width (``w = h``), and a
+sequence model with a symbolic length: ``transformers:gpt2`` (a small GPT-2 decoder,
+``--decoder``), or ``zoo:bert_tiny`` (an encoder, ``--decoder zoo:bert_tiny``). Per point it prints
 
 - need: the smallest planned bytes (arena, kernel workspace, outputs) of Peakwatch's
   strategies at that shape, and which strategy;
@@ -43,7 +43,7 @@ STRATEGIES = ["tvm-stock", "best-fit", "best-fit+rewrites"]
 HERE = Path(__file__).resolve().parent
 
 
-def models(resnet: str, seq: str) -> dict[str, tuple[str, dict, list[str]]]:
+def models(resnet: str, seq: str, decoder: str) -> dict[str, tuple[str, dict, list[str]]]:
     found = {}
     if resnet:
         bound = max(int(v) for v in resnet.split(","))
@@ -52,7 +52,8 @@ def models(resnet: str, seq: str) -> dict[str, tuple[str, dict, list[str]]]:
         )
     if seq:
         bound = max(int(v) for v in seq.split(","))
-        found["bert_tiny"] = ("zoo:bert_tiny", {"seq": bound, "dynamic": True}, [f"seq={seq}"])
+        name = decoder.partition(":")[2]
+        found[name] = (decoder, {"seq": bound, "dynamic": True}, [f"seq={seq}"])
     return found
 
 
@@ -74,11 +75,11 @@ def run(name: str, model: str, params: dict, axis: list[str], repeat: int, measu
 
 
 def rows(reports: list[StrategyReport]) -> list[dict]:
-    points: dict[str, list[StrategyReport]] = {}
+    points: dict[tuple[str, str], list[StrategyReport]] = {}
     for report in reports:
-        points.setdefault(label(report.shape_point), []).append(report)
+        points.setdefault((report.model, label(report.shape_point)), []).append(report)
     found = []
-    for point, own in points.items():
+    for (_, point), own in points.items():
         by = {r.strategy: r for r in own}
         stock = by.get("tvm-stock")
         ours = [r for r in own if r.strategy != "tvm-stock" and r.ok]
@@ -178,12 +179,17 @@ def svg(table: list[dict]) -> str:
                          f"{_size(2 ** y)}</text>")
         symbol = own[0]["point"].split("=")[0]
         parts.append(f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">'
-                     f"{symbol}</text>")
+                     f"{symbol} (log scale; bytes on a log scale)</text>")
         for key, colour, _ in series:
             points = " ".join(f"{px(math.log2(r['value'])):.1f},{py(math.log2(r[key])):.1f}"
                               for r in own)
             parts.append(f'<polyline points="{points}" fill="none" stroke="{colour}" '
                          'stroke-width="2"/>')
+            parts += [
+                f'<circle cx="{px(math.log2(r["value"])):.1f}" '
+                f'cy="{py(math.log2(r[key])):.1f}" r="3" fill="{colour}"/>'
+                for r in own
+            ]
         parts.append("</g>")
         panels.append("\n".join(parts))
     legend = "".join(
@@ -211,19 +217,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resnet", default="64,128,256,512,1024", help="h points ('' skips)")
     parser.add_argument("--seq", default="128,256,512,1024,2048", help="seq points ('' skips)")
+    parser.add_argument("--decoder", default="transformers:gpt2", help="the sequence model")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--measure", action="store_true", help="also measure pooled peaks")
     parser.add_argument("--json", type=Path, default=None, help="save every report here")
-    parser.add_argument("--from-json", type=Path, default=None, help="print saved reports")
+    parser.add_argument("--from-json", type=Path, nargs="+", default=None,
+                        help="print saved reports (files of --json)")
     parser.add_argument("--svg", type=Path, default=HERE / "shape-axis.svg")
     parser.add_argument("--markdown", type=Path, default=HERE / "shape-axis-results.md")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.from_json:
-        reports = [StrategyReport.from_json(d) for d in json.loads(args.from_json.read_text())]
+        reports = [
+            StrategyReport.from_json(d)
+            for path in args.from_json
+            for d in json.loads(path.read_text())
+        ]
     else:
         reports = []
-        for name, (model, params, axis) in models(args.resnet, args.seq).items():
+        for name, (model, params, axis) in models(args.resnet, args.seq, args.decoder).items():
             reports += run(name, model, params, axis, args.repeat, args.measure)
             if args.json:
                 args.json.write_text(json.dumps([r.to_json() for r in reports], default=str))
