@@ -50,9 +50,11 @@ def run_import(job: dict) -> list[StrategyReport]:
     """Build the model with the repository's code and hand it over (see the docstring)."""
     from dataclasses import replace
 
+    from planner.shapes import ShapeAxis
     from planner.tvm import lowering, repo_code
     from planner.tvm.compile import imported_network, planning_problem
     from planner.tvm.imported import save_imported
+    from planner.tvm.shape_axis import check_symbols, plan_key, specialise
     from planner.tvm.strategies import REPO_PREFIX, lookup
     from planner.tvm.zoo import ModelSource, build_network
 
@@ -73,12 +75,20 @@ def run_import(job: dict) -> list[StrategyReport]:
                 unbound = replace(unbound, mod=mod)
         plans = {}
         repo = [s for s in job["strategies"] if s.startswith(REPO_PREFIX)]
-        if repo:
+        points: list[dict] = [{}] if repo else []
+        if repo and job.get("shapes") is not None:
+            axis = ShapeAxis.from_json(job["shapes"])
+            check_symbols(bound, axis)
+            points = list(axis.points)
+        for point in points:
             problem = planning_problem(
-                bound, target, lift_temporaries=job.get("lift_temporaries")
+                specialise(bound, point) if point else bound, target,
+                lift_temporaries=job.get("lift_temporaries"),
             )
             for name in repo:
-                plans[name] = _repo_plan(name, problem, root, job, lookup, repo_code)
+                plans[plan_key(name, point)] = _repo_plan(
+                    name, problem, root, job, lookup, repo_code
+                )
         save_imported(bound, Path(job["out"]), unbound=unbound, plans=plans)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job["model"])

@@ -86,8 +86,14 @@ def compile_shapes(
     symbolic = replace(network, shape_bounds=dict(shapes.bounds))
     reserved, lowered = reserved_at_bound(symbolic, tgt)
     reports: list[StrategyReport] = []
+    handed = options.pop("repo_plans", None)
     for point in shapes.points:
         folder = point_folder(Path(artifacts_dir), point) if artifacts_dir is not None else None
+        if handed is not None:
+            # The repository's planners planned each point in the import (planner.tvm.job).
+            options["repo_plans"] = {
+                s: handed[plan_key(s, point)] for s in strategies if plan_key(s, point) in handed
+            }
         try:
             found = compile_model(
                 source,
@@ -138,6 +144,11 @@ def check_symbols(network: Network, shapes: ShapeAxis) -> None:
         problems.append(f"no points for {', '.join(sorted(missing))} of {network.name}")
     if problems:
         raise ShapeError(f"{'; '.join(problems)} (its symbols: {', '.join(sorted(own))})")
+
+
+def plan_key(strategy: str, point: dict[str, int]) -> str:
+    """Where the import hands over a repository planner's plan at ``point``."""
+    return f"{strategy}@{label(point)}" if point else strategy
 
 
 def specialise(network: Network, point: dict[str, int]) -> Network:

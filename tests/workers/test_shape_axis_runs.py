@@ -12,12 +12,15 @@ from dashboard import actions
 from dashboard.demo import commit_file, git
 from dashboard.models import Result, Run, Series
 from tests.helpers import record_head
+from tests.tracking.conftest import FIRST_FIT_PLANNER
+
+STRATEGIES = ("tvm-stock", "greedy-by-size", "repo:planning/mine.py:plan")
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 MANIFEST = """
 [suite]
-strategies = ["tvm-stock", "greedy-by-size"]
+strategies = ["tvm-stock", "greedy-by-size", "repo:planning/mine.py:plan"]
 boards = ["cpu"]
 
 [[models]]
@@ -32,6 +35,8 @@ def test_a_run_records_a_result_per_strategy_and_shape_point(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
+    (repo / "planning").mkdir()
+    commit_file(repo, "planning/mine.py", FIRST_FIT_PLANNER, "A planner", datetime.now(UTC))
     commit_file(repo, "peakwatch.toml", MANIFEST, "Track case 1 at two sizes", datetime.now(UTC))
     commit = record_head(repo)
 
@@ -41,10 +46,10 @@ def test_a_run_records_a_result_per_strategy_and_shape_point(tmp_path):
     results = Result.objects.filter(run=run).select_related("strategy")
     errors = [(r.strategy.name, r.shape_label, r.error) for r in results if r.error]
     assert run.status == Run.Status.SUCCEEDED, (run.error, errors, run.log[-2000:])
-    assert (run.progress_done, run.progress_total) == (4, 4)
+    assert (run.progress_done, run.progress_total) == (6, 6)
     found = {(r.strategy.name, r.shape_label): r for r in results}
     assert set(found) == {
-        (s, p) for s in ("tvm-stock", "greedy-by-size") for p in ("h=8,w=8", "h=16,w=16")
+        (s, p) for s in STRATEGIES for p in ("h=8,w=8", "h=16,w=16")
     }
     for (strategy, at), result in found.items():
         assert result.outputs_match is True, (strategy, at)
@@ -54,8 +59,9 @@ def test_a_run_records_a_result_per_strategy_and_shape_point(tmp_path):
         assert result.intermediate_bytes <= result.reserved_at_bound_bytes, (strategy, at)
         assert result.artifact_named("plan.json") is not None, (strategy, at)
     # Four times the pixels: the larger point needs more, under either strategy.
-    for strategy in ("tvm-stock", "greedy-by-size"):
+    # The repository's planner planned each point's own problem, not the bound's.
+    for strategy in STRATEGIES:
         large, small = found[strategy, "h=16,w=16"], found[strategy, "h=8,w=8"]
         assert large.planned_bytes > small.planned_bytes
     assert "at h=8,w=8; h=16,w=16" in run.log
-    assert Series.objects.filter(model__name="pool").count() == 4
+    assert Series.objects.filter(model__name="pool").count() == 6

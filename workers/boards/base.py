@@ -192,6 +192,8 @@ class BoardRunner:
             "planner_time_limit": self.limits.planner_seconds,
             "lift_temporaries": options.get("lift_temporaries"),
             "micro": options.get("micro"),
+            # The repository's planners plan each point: its problem is not the bound's.
+            "shapes": job.shapes,
         }
         try:
             failed = sandbox.run_job(import_job, artifacts / "import", tree=job.tree, **run)
