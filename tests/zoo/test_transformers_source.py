@@ -1,4 +1,4 @@
-"""transformers:gpt2 and transformers:bert: real decoders, planned at a symbolic length."""
+"""transformers:gpt2 and transformers:bert: real decoders, planned at each sequence length."""
 
 import pytest
 
@@ -39,31 +39,34 @@ def test_a_static_model_has_a_fixed_length_and_no_bounds():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("name", ["gpt2", "bert"])
-def test_every_strategy_plans_and_matches_tvm_stock(name, dynamic):
-    from planner.tvm.compile import compile_model
+def test_every_strategy_plans_and_matches_tvm_stock_at_each_length(name):
+    from planner.shapes import parse_shapes
+    from planner.tvm.shape_axis import compile_shapes
     from planner.tvm.strategies import strategy_names
 
-    # Memory is measured for the dynamic GPT-2 only: the measurement runs every build again
-    # in fresh processes, and the machine the tests run on has two cores.
-    measure = ("pooled",) if dynamic and name == "gpt2" else ()
-    reports = compile_model(
-        ModelSource(f"transformers:{name}", {**SMALL, "dynamic": dynamic}),
+    # Memory is measured for GPT-2 only: the measurement runs every build again in fresh
+    # processes, and the machine the tests run on has two cores.
+    measure = ("pooled",) if name == "gpt2" else ()
+    reports = compile_shapes(
+        ModelSource(f"transformers:{name}", {**SMALL, "dynamic": True}),
         strategy_names(),
+        parse_shapes({"seq": [8, 16]}),
         repeat=1,
         memory_configs=measure,
     )
 
-    assert [r.strategy for r in reports] == strategy_names()
+    assert sorted((r.strategy, r.shape_point["seq"]) for r in reports) == sorted(
+        (s, seq) for s in strategy_names() for seq in (8, 16)
+    )
     for report in reports:
-        assert report.error is None, f"{report.strategy}: {report.error}"
-        assert report.outputs_match is True, report.strategy
-        assert report.intermediate_bytes > 0
+        at = (report.strategy, report.shape_point)
+        assert report.error is None, f"{at}: {report.error}"
+        assert report.outputs_match is True, at
+        assert report.intermediate_bytes > 0 and report.reserved_at_bound_bytes > 0, at
         assert report.latency_ms["median"] > 0
-        assert report.shape_bounds == ({"seq": 16} if dynamic else {})
         if measure:
-            assert report.measured_peak_bytes, report.strategy
+            assert report.measured_peak_bytes, at
 
 
 @pytest.mark.parametrize(
