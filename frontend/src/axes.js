@@ -1,6 +1,6 @@
 // Chart.js axis options shared by the charts. Pure, so node --test covers them.
 
-import { binaryTicks, formatAxisBytes } from "./format.js";
+import { binaryTicks, formatAxisBytes, log2Ticks } from "./format.js";
 
 /**
  * A y axis of bytes whose ticks are multiples of a power of two bytes, labelled in round
@@ -29,5 +29,26 @@ export function bytesAxis(colours, title = "") {
     },
     grid: { color: colours.grid },
     ...(title ? { title: { display: true, text: title, color: colours.text } } : {}),
+  };
+}
+
+/**
+ * ``bytesAxis`` on a logarithmic scale: ticks at powers of two (``log2Ticks``), each labelled
+ * in its own unit (256 KiB, 1 MiB, 4 MiB).
+ */
+export function logBytesAxis(colours, title = "") {
+  return {
+    ...bytesAxis(colours, title),
+    type: "logarithmic",
+    afterDataLimits: (scale) => {
+      const ticks = log2Ticks(scale.min, scale.max);
+      scale.min = ticks[0];
+      scale.max = ticks[ticks.length - 1];
+      scale.binaryTicks = ticks;
+    },
+    ticks: {
+      color: colours.text,
+      callback: (value) => formatAxisBytes(value),
+    },
   };
 }

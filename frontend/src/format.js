@@ -61,6 +61,25 @@ export function binaryTicks(min, max, count = 6) {
 }
 
 /**
+ * Ticks for a logarithmic axis from ``min`` to ``max`` (both positive): powers of two, every
+ * ``2**k``-th so that there are at most ``count`` + 1, from one at or below ``min`` to one at
+ * or above ``max``. Memory against shape spans hundreds of times from the smallest point to
+ * the largest; a linear axis flattens the small points onto the floor.
+ */
+export function log2Ticks(min, max, count = 8) {
+  const low = Math.floor(Math.log2(Math.max(1, Number.isFinite(min) ? min : 1)));
+  let high = Math.ceil(Math.log2(Math.max(1, Number.isFinite(max) ? max : 1)));
+  if (high <= low) high = low + 1;
+  const every = Math.max(1, Math.ceil((high - low) / count));
+  const ticks = [];
+  for (let k = low; ; k += every) {
+    ticks.push(2 ** k);
+    if (k >= high) break;
+  }
+  return ticks;
+}
+
+/**
  * An axis label for ``value`` on an axis of ``binaryTicks`` ``step`` apart: in the largest
  * unit whose quarters the step still divides (so 1.25 MiB, but 1,088 KiB rather than
  * 1.0625 MiB), with no trailing zeros.

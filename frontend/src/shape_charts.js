@@ -2,15 +2,21 @@
 // strategy, or per commit of one strategy) and the comparison page's base/head overlays.
 // Reads the payloads the pages embed with json_script (the same the API serves).
 
-import { CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, PointElement, Tooltip } from "chart.js";
+import {
+  CategoryScale, Chart, Legend, LinearScale, LineController, LineElement, LogarithmicScale,
+  PointElement, Tooltip,
+} from "chart.js";
 
-import { bytesAxis } from "./axes.js";
+import { bytesAxis, logBytesAxis } from "./axes.js";
 import { formatBytes, formatExactBytes } from "./format.js";
 import { palette, seriesStyles } from "./palette.js";
 import { byDatasetIndex } from "./series.js";
 import { overlayDatasets, shapeDatasets } from "./shape_points.js";
 
-Chart.register(CategoryScale, LinearScale, LineController, LineElement, PointElement, Tooltip, Legend);
+Chart.register(
+  CategoryScale, LinearScale, LogarithmicScale, LineController, LineElement, PointElement, Tooltip,
+  Legend,
+);
 
 function style(datasets, colours) {
   const lines = datasets.filter((d) => !d.reserved);
@@ -35,7 +41,7 @@ function style(datasets, colours) {
   });
 }
 
-function drawLines(canvas, chartData, colours, yTitle) {
+function drawLines(canvas, chartData, colours, yTitle, scale = "logarithmic") {
   return new Chart(canvas, {
     type: "line",
     data: { labels: chartData.labels, datasets: style(chartData.datasets, colours) },
@@ -51,7 +57,7 @@ function drawLines(canvas, chartData, colours, yTitle) {
       },
       scales: {
         x: { title: { display: true, text: "shape point", color: colours.text }, ticks: { color: colours.text }, grid: { color: colours.grid } },
-        y: bytesAxis(colours, yTitle),
+        y: (scale === "linear" ? bytesAxis : logBytesAxis)(colours, yTitle),
       },
       plugins: {
         legend: { labels: { color: colours.text, usePointStyle: true, sort: byDatasetIndex } },
@@ -76,6 +82,7 @@ function startModelChart(container, colours) {
     mode: container.querySelector("[data-shape-mode]"),
     measure: container.querySelector("[data-shape-measure]"),
     strategy: container.querySelector("[data-shape-strategy]"),
+    scale: container.querySelector("[data-shape-scale]"),
   };
   let chart = null;
   const draw = () => {
@@ -83,10 +90,13 @@ function startModelChart(container, colours) {
       mode: controls.mode?.value || "strategy",
       measure: controls.measure?.value || "intermediate_bytes",
       strategy: controls.strategy?.value || null,
+      scale: controls.scale?.value || "logarithmic",
     };
     if (controls.strategy) controls.strategy.disabled = options.mode !== "commit";
     chart?.destroy();
-    chart = drawLines(canvas, shapeDatasets(shapes, options), colours, MEASURE_TITLES[options.measure]);
+    chart = drawLines(
+      canvas, shapeDatasets(shapes, options), colours, MEASURE_TITLES[options.measure], options.scale,
+    );
     window.peakwatchShapeChart = chart;
     container.dataset.mode = options.mode;
   };

@@ -53,3 +53,29 @@ test("it names the axis when given a title", () => {
   assert.equal(drawAxis(0, 1024, "planned bytes").axis.title.text, "planned bytes");
   assert.equal(drawAxis(0, 1024).axis.title, undefined);
 });
+
+test("a logarithmic axis ticks powers of two over a range hundreds of times wide", async () => {
+  const { logBytesAxis } = await import("../src/axes.js");
+  const axis = logBytesAxis(colours, "planned intermediates");
+  // ResNet-18's need from 64x64 to 1024x1024: 331,680 to 83,890,080 bytes.
+  const scale = { min: 331_680, max: 83_890_080 };
+  axis.afterDataLimits(scale);
+  axis.afterBuildTicks(scale);
+  const values = scale.ticks.map((tick) => tick.value);
+
+  assert.equal(axis.type, "logarithmic");
+  // Nine doublings: a tick every fourfold keeps the labels apart.
+  assert.deepEqual(values, [2 ** 18, 2 ** 20, 2 ** 22, 2 ** 24, 2 ** 26, 2 ** 28]);
+  assert.equal(axis.ticks.callback(2 ** 20), "1 MiB");
+  assert.ok(values[0] <= scale.min && values.at(-1) >= 83_890_080);
+});
+
+test("a logarithmic axis thins its ticks over a huge range", async () => {
+  const { log2Ticks } = await import("../src/format.js");
+
+  const ticks = log2Ticks(1000, 2 ** 40);
+
+  assert.ok(ticks.length <= 9, ticks);
+  assert.ok(ticks[0] <= 1000 && ticks.at(-1) >= 2 ** 40);
+  assert.ok(ticks.every((t, i) => i === 0 || t / ticks[i - 1] === ticks[1] / ticks[0]));
+});

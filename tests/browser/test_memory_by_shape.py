@@ -111,3 +111,24 @@ def test_the_plan_page_point_picker_opens_the_same_result_at_another_point(
     current = page.locator("[data-point-picker] [aria-current='page']").inner_text()
     assert current == POINTS[2]
     assert page.problems == []
+
+
+SMALL_POINTS_APART = """() => {
+  const chart = window.peakwatchShapeChart;
+  const meta = chart.getDatasetMeta(0);
+  return {type: chart.scales.y.type, apart: Math.abs(meta.data[0].y - meta.data[1].y),
+          ticks: chart.scales.y.ticks.map((t) => t.value)};
+}"""
+
+
+def test_the_small_points_stand_apart_on_a_logarithmic_axis(model_page):
+    # 64x64 to 1024x1024 is 256 times the bytes: on a linear axis h=64 and h=256 both sit
+    # on the floor.
+    log = model_page.evaluate(SMALL_POINTS_APART)
+    model_page.select_option("[data-shape-scale]", "linear")
+    linear = model_page.evaluate(SMALL_POINTS_APART)
+
+    assert log["type"] == "logarithmic" and linear["type"] == "linear"
+    assert all((t & (t - 1)) == 0 for t in log["ticks"]), log["ticks"]
+    assert log["apart"] > 40 and linear["apart"] < 20, (log, linear)
+    assert model_page.problems == []
