@@ -104,3 +104,13 @@ def test_the_trend_lists_a_strategys_points_by_value(client, pool):
     best_fit = [s["shape_label"] for s in body["series"] if s["strategy"] == "best-fit"]
     # As text h=1024 would come first; they were recorded 256, 1024, 64.
     assert best_fit == POINTS
+
+
+def test_the_history_names_the_point_of_each_column(client, pool):
+    html = client.get(pool.get_absolute_url()).content.decode()
+
+    history = html[html.index("<h2>History</h2>"):]
+    heads = re.findall(r'<th scope="col" class="num">(.*?)</th>', history, re.S)
+    assert [re.sub(r"<[^>]+>", " ", h).split() for h in heads[:3]] == [
+        ["best-fit", "at", p] for p in POINTS
+    ]
