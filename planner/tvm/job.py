@@ -170,19 +170,52 @@ def run_compile(job: dict) -> list[StrategyReport]:
                 for report in reports:
                     report.error = report.error or f"micro board: {exc}"
                 return reports
-        micro_report.run_on_board(
-            reports,
-            source,
-            micro,
-            model_name=job["model"],
-            artifacts_dir=job.get("artifacts_dir"),
-            base_dir=None if imported is not None else job.get("base_dir"),
-            pipeline="" if imported is not None else job.get("pipeline", ""),
-            network=unbound,
-        )
+        if job.get("shapes") is None:
+            micro_report.run_on_board(
+                reports,
+                source,
+                micro,
+                model_name=job["model"],
+                artifacts_dir=job.get("artifacts_dir"),
+                base_dir=None if imported is not None else job.get("base_dir"),
+                pipeline="" if imported is not None else job.get("pipeline", ""),
+                network=unbound,
+            )
+        else:
+            _micro_points(reports, source, micro, job, unbound)
     if job.get("cuda_memory"):
         _measure_cuda_memory(reports)
     return reports
+
+
+def _micro_points(reports, source, micro: dict, job: dict, unbound) -> None:
+    """Firmware per shape point: a board runs one static shape, so each point's builds are
+    exported, built and run with the network specialised to it."""
+    from planner.report import point_folder
+    from planner.shapes import label
+    from planner.tvm.micro import report as micro_report
+    from planner.tvm.shape_axis import specialise
+    from planner.tvm.zoo import build_network
+
+    root = Path(job["base_dir"]) if job.get("base_dir") else None
+    if unbound is None:
+        unbound = build_network(source, base_dir=root)
+    by_point: dict[str, list] = {}
+    for report in reports:
+        by_point.setdefault(label(report.shape_point), []).append(report)
+    for group in by_point.values():
+        point = group[0].shape_point
+        artifacts = job.get("artifacts_dir")
+        micro_report.run_on_board(
+            group,
+            source,
+            micro,
+            model_name=job["model"],
+            artifacts_dir=point_folder(Path(artifacts), point) if artifacts else None,
+            base_dir=None if job.get("imported") else root,
+            pipeline="" if job.get("imported") else job.get("pipeline", ""),
+            network=specialise(unbound, point),
+        )
 
 
 def _compile_shapes(source, job: dict, options: dict):

@@ -171,12 +171,6 @@ class BoardRunner:
         if toolchain is not None:
             common["toolchain"] = toolchain.spec
         options = {**self.compile_options(job), **job.options}
-        if options.get("micro") and job.shapes is not None:
-            # Firmware is built for one static shape; per-point images are not made yet.
-            return self._failed(
-                job, "a micro board compiles one static shape: give this model's micro run "
-                "a fixed shape (no shapes = ...), or run its shape axis on another board"
-            )
         run = {
             "limits": self.limits,
             "python": toolchain.python if toolchain else None,
