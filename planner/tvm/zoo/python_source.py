@@ -53,6 +53,28 @@ def _import_file(path: Path):
         raise PythonSourceError(str(exc)) from exc
 
 
+def export_to_relax(
+    module: Any, example_inputs: tuple, error: type[ValueError], failure: str,
+    dynamic_shapes: Any = None,
+):
+    """``module`` in eval mode, exported by ``torch.export`` on ``example_inputs`` and imported
+    as a Relax module with its weights as parameters; ``error("{failure}: ...")`` if either
+    step fails."""
+    import torch
+    from tvm.relax.frontend.torch import from_exported_program
+
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(
+                module.eval(), example_inputs, dynamic_shapes=dynamic_shapes
+            )
+        return from_exported_program(
+            exported, keep_params_as_input=True, unwrap_unit_return_tuple=True
+        )
+    except Exception as exc:  # export and import fail in many ways on unsupported code
+        raise error(f"{failure}: {type(exc).__name__}: {exc}") from exc
+
+
 def network_from_torch(name: str, module: Any, example_inputs: Any) -> Network:
     """Export ``module`` with ``torch.export`` and import it; its weights become fixed inputs."""
     try:
@@ -61,23 +83,13 @@ def network_from_torch(name: str, module: Any, example_inputs: Any) -> Network:
         raise PythonSourceError(
             f"{name} returned a torch module, but torch is not installed"
         ) from exc
-    from tvm.relax.frontend.torch import from_exported_program
-
     if not isinstance(module, torch.nn.Module):
         raise PythonSourceError(f"{name} returned {type(module).__name__}, not a torch.nn.Module")
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
-    example_inputs = tuple(example_inputs)
-    try:
-        with torch.no_grad():
-            exported = torch.export.export(module.eval(), example_inputs)
-        mod = from_exported_program(
-            exported, keep_params_as_input=True, unwrap_unit_return_tuple=True
-        )
-    except Exception as exc:  # export and import fail in many ways on unsupported code
-        raise PythonSourceError(
-            f"cannot export {name} with torch.export: {type(exc).__name__}: {exc}"
-        ) from exc
+    mod = export_to_relax(
+        module, tuple(example_inputs), PythonSourceError, f"cannot export {name} with torch.export"
+    )
     try:
         return from_imported(name, mod, entry="main")
     except ValueError as exc:

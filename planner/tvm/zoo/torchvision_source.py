@@ -99,26 +99,18 @@ def export_dynamic_image(
     """
     import torch
     from tvm import relax, tirx
-    from tvm.relax.frontend.torch import from_exported_program
 
     from planner.tvm.zoo.network import from_imported
+    from planner.tvm.zoo.python_source import export_to_relax
 
     example = torch.randn(batch, 3, image, image)
     # AUTO lets torch.export keep the ranges the network allows (a stride-32 stem needs
     # more than 32 pixels) instead of failing on a range declared here.
     auto = torch.export.Dim.AUTO
-    try:
-        with torch.no_grad():
-            exported = torch.export.export(
-                module.eval(), (example,), dynamic_shapes=({2: auto, 3: auto},)
-            )
-        mod = from_exported_program(
-            exported, keep_params_as_input=True, unwrap_unit_return_tuple=True
-        )
-    except Exception as exc:  # export and import fail in many ways on unsupported code
-        raise error(
-            f"cannot export {name} with symbolic h, w: {type(exc).__name__}: {exc}"
-        ) from exc
+    mod = export_to_relax(
+        module, (example,), error, f"cannot export {name} with symbolic h, w",
+        dynamic_shapes=({2: auto, 3: auto},),
+    )
     dims = mod["main"].params[0].ty.shape.values
     if not all(isinstance(d, tirx.Var) for d in dims[2:]):
         raise error(f"torch.export kept the image size of {name} static")

@@ -19,6 +19,7 @@ operator registrations fail beside our CPU torch (see
 from __future__ import annotations
 
 from planner.tvm.zoo.network import Network
+from planner.tvm.zoo.python_source import export_to_relax
 from planner.tvm.zoo.torchvision_source import TorchvisionError, import_torchvision
 
 #: The name the symbolic sequence length has in the network, whatever torch called it.
@@ -152,22 +153,15 @@ def _export(name: str, module, example, bound: int | None, vocab: int) -> Networ
     import torch
     import tvm
     from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
 
     dynamic_shapes = None
     if bound is not None:
         length = torch.export.Dim(SEQ, min=SHORTEST_DYNAMIC, max=bound)
         dynamic_shapes = ({1: length},)
-    try:
-        with torch.no_grad():
-            exported = torch.export.export(module, (example,), dynamic_shapes=dynamic_shapes)
-        mod = from_exported_program(
-            exported, keep_params_as_input=True, unwrap_unit_return_tuple=True
-        )
-    except Exception as exc:  # export and import fail in many ways on unsupported code
-        raise TransformersError(
-            f"cannot export transformers:{name}: {type(exc).__name__}: {exc}"
-        ) from exc
+    mod = export_to_relax(
+        module, (example,), TransformersError, f"cannot export transformers:{name}",
+        dynamic_shapes=dynamic_shapes,
+    )
     mod, weights = relax.frontend.detach_params(mod)
     func = mod["main"]
     shapes: list[tuple] = []
