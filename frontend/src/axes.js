@@ -5,14 +5,15 @@ import { binaryTicks, formatAxisBytes, log2Ticks } from "./format.js";
 /**
  * A y axis of bytes whose ticks are multiples of a power of two bytes, labelled in round
  * binary units (32 KiB, 64 KiB, 96 KiB rather than 195.3 KiB, 293.0 KiB), from a tick at or
- * below the lowest value to one at or above the highest. ``title``: the axis's, if any.
+ * below the lowest value to one at or above the highest. ``title``: the axis's, if any;
+ * ``ticksFor(min, max)``: the ticks for a data range, first and last spanning it.
  */
-export function bytesAxis(colours, title = "") {
+export function bytesAxis(colours, title = "", ticksFor = binaryTicks) {
   return {
     // Our own range: Chart.js would widen it to its decimal "nice" ticks.
     bounds: "data",
     afterDataLimits: (scale) => {
-      const ticks = binaryTicks(scale.min, scale.max);
+      const ticks = ticksFor(scale.min, scale.max);
       scale.min = ticks[0];
       scale.max = ticks[ticks.length - 1];
       // Kept for afterBuildTicks: ticks worked out again for the widened range may take a
@@ -38,14 +39,8 @@ export function bytesAxis(colours, title = "") {
  */
 export function logBytesAxis(colours, title = "") {
   return {
-    ...bytesAxis(colours, title),
+    ...bytesAxis(colours, title, log2Ticks),
     type: "logarithmic",
-    afterDataLimits: (scale) => {
-      const ticks = log2Ticks(scale.min, scale.max);
-      scale.min = ticks[0];
-      scale.max = ticks[ticks.length - 1];
-      scale.binaryTicks = ticks;
-    },
     ticks: {
       color: colours.text,
       callback: (value) => formatAxisBytes(value),
