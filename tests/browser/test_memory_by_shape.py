@@ -7,11 +7,9 @@ import pytest
 
 from dashboard import actions
 from dashboard.models import Result
-from tests.dashboard.shape_history import COMMITS, record_shape_history
+from tests.dashboard.shape_history import COMMITS, POINTS, record_shape_history
 
 pytestmark = pytest.mark.browser
-
-POINTS = ["h=64,w=64", "h=256,w=256", "h=1024,w=1024"]
 STRATEGIES = ["best-fit", "greedy-by-size", "tvm-stock"]
 
 SHAPE_DATASETS = """() => window.peakwatchShapeChart.data.datasets.map((dataset, i) => ({

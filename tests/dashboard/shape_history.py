@@ -11,6 +11,8 @@ from planner.shapes import label
 from tests.regression.history import START, bytes_only
 
 SIDES = (64, 256, 1024)
+#: The points' labels in the order every page must list them.
+POINTS = ["h=64,w=64", "h=256,w=256", "h=1024,w=1024"]
 #: Recorded in this order, so a page that keeps it (or sorts labels as text) shows it.
 RECORDED = (256, 1024, 64)
 #: Intermediates per pixel under each strategy; best-fit is the need.

@@ -8,23 +8,10 @@ import re
 import pytest
 from django.urls import reverse
 
-from dashboard import actions
 from dashboard.models import Model, Result
-from tests.dashboard.shape_history import COMMITS, GROWTH, record_shape_history
+from tests.dashboard.shape_history import COMMITS, GROWTH, POINTS
 
 pytestmark = pytest.mark.django_db
-
-POINTS = ["h=64,w=64", "h=256,w=256", "h=1024,w=1024"]
-
-
-@pytest.fixture
-def shape_runs():
-    return record_shape_history(actions.track_repository("tracked", "/nonexistent"))
-
-
-@pytest.fixture
-def pool(shape_runs):
-    return Model.objects.select_related("repository").get(name="pool")
 
 
 def test_the_model_page_shows_the_chart_data_and_the_over_allocation(client, pool):

@@ -6,30 +6,18 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from dashboard import actions
 from dashboard.models import Model
 from planner.shapes import label_order as point_order
 from tests.dashboard.shape_history import (
     COMMITS,
     GROWTH,
+    POINTS,
     RESERVED,
     intermediates,
     record_shape_history,
 )
 
 pytestmark = pytest.mark.django_db
-
-POINTS = ["h=64,w=64", "h=256,w=256", "h=1024,w=1024"]
-
-
-@pytest.fixture
-def shape_runs():
-    return record_shape_history(actions.track_repository("tracked", "/nonexistent"))
-
-
-@pytest.fixture
-def pool(shape_runs):
-    return Model.objects.select_related("repository").get(name="pool")
 
 
 def shapes_of(client, model, **params):
