@@ -11,7 +11,7 @@ import pytest
 
 from planner.peak_formula import Polynomial, SymbolicBuffer, fit, symbolic_plan
 from planner.report import parse_report, point_folder
-from planner.shapes import ShapeError, parse_cli
+from planner.shapes import ShapeError, parse_cli, parse_shapes
 from planner.tvm.compile import STOCK, strategy_names
 from planner.tvm.job import run_compile
 from planner.tvm.shape_axis import compile_shapes
@@ -153,3 +153,19 @@ def test_the_command_line_prints_a_row_per_strategy_and_point(tmp_path):
     assert bad.returncode == 2 and "points must be integers" in bad.stderr
     unknown = planner(*model, "--shape", "h=8", "--shape", "w=h", "--shape", "c=3")
     assert unknown.returncode == 2 and "c is no symbol of pool_reuse" in unknown.stderr
+
+
+def test_a_torchvision_network_is_measured_at_each_resolution():
+    # A network nobody here wrote: torch.export names its symbols, the source renames them.
+    reports = compile_shapes(
+        ModelSource("torchvision:mobilenet_v3_small", {"image": 64, "dynamic": True}),
+        ["tvm-stock", "best-fit"], parse_shapes({"h": [32, 64], "w": "h"}),
+        repeat=1, memory_configs=(),
+    )
+
+    by = {(r.strategy, r.shape_point["h"]): r for r in reports}
+    assert set(by) == {(s, h) for s in ("tvm-stock", "best-fit") for h in (32, 64)}
+    assert all(r.error is None and r.outputs_match for r in reports), [r.error for r in reports]
+    for strategy in ("tvm-stock", "best-fit"):
+        assert by[strategy, 64].intermediate_bytes > by[strategy, 32].intermediate_bytes
+    assert by["best-fit", 64].peak_formula["symbols"] == ["h"]
