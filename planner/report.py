@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,30 @@ class StrategyReport:
     def failed(cls, model: str, strategy: str, error: str, **fields) -> StrategyReport:
         """A report that says only why there are no figures."""
         return cls(model=model, strategy=strategy, error=error, **fields)
+
+    @classmethod
+    def failed_everywhere(
+        cls,
+        model: str,
+        strategies: Sequence[str],
+        error: str,
+        *,
+        points: Sequence[dict[str, int]] | None = None,
+        source: str = "",
+        errors: dict[str, str] | None = None,
+    ) -> list[StrategyReport]:
+        """One failed report per strategy at every shape point, point by point: an error
+        for a whole model is a failed Result per (strategy, point), as its figures would
+        have been, each saying why (``errors`` by strategy, where one has its own)."""
+        errors = errors or {}
+        return [
+            cls.failed(
+                model, strategy, errors.get(strategy, error), model_source=source,
+                shape_point=dict(point),
+            )
+            for point in (points or [{}])
+            for strategy in strategies
+        ]
 
     def to_json(self) -> dict:
         data = asdict(self)

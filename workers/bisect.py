@@ -74,8 +74,9 @@ def compile_planned_bytes(
     from django.conf import settings
 
     from workers import sandbox
-    from workers.boards.base import BoardRunner, CompileJob
+    from workers.boards.base import BoardRunner
     from workers.boards.config import BoardConfig
+    from workers.sandboxed_compile import CompileJob
 
     # The worker's own sandbox settings: its limits, its user, whether reduced is allowed.
     runner = BoardRunner(
@@ -91,7 +92,7 @@ def compile_planned_bytes(
         [report] = runner.compile(CompileJob(
             model_name=entry.name, source=entry.source, params=entry.params,
             strategies=[strategy], artifacts_dir=artifacts, repeat=0, tree=tree,
-            pipeline=suite.pipeline, options={"memory_configs": []},
+            pipeline=suite.pipeline, memory_configs=(),
             shapes=ShapeAxis((point,), entry.shapes.bounds).to_json() if point else None,
         ))
     if report.error:

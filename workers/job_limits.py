@@ -460,6 +460,77 @@ def _own_cgroup() -> Path | None:
     return None
 
 
+def device_memory_breach(used: int, limit: int) -> str:
+    return _breach(
+        f"{size(used)} of GPU memory", f"over its limit of {size(limit)}",
+        f"PEAKWATCH_SANDBOX_DEVICE_MEMORY_BYTES={limit}",
+    )
+
+
+class _NvmlProcess(ctypes.Structure):
+    # nvmlProcessInfo_t, as nvmlDeviceGetComputeRunningProcesses_v3 fills it.
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
+class DeviceMemory:
+    """The GPU memory a set of host processes holds, as NVIDIA's driver reports it (NVML).
+
+    An address-space limit cannot bound a CUDA process (the driver reserves far more than
+    it uses), so a GPU job's device memory is watched here instead, where it can be read:
+    without NVML (no NVIDIA driver, another vendor) :meth:`used_by` says None.
+    """
+
+    _UNAVAILABLE = 0xFFFFFFFFFFFFFFFF  # NVML_VALUE_NOT_AVAILABLE
+
+    def __init__(self) -> None:
+        self._nvml = None
+        self._devices: list[ctypes.c_void_p] = []
+        try:
+            nvml = ctypes.CDLL("libnvidia-ml.so.1")
+            if nvml.nvmlInit_v2() != 0:
+                return
+            count = ctypes.c_uint()
+            if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+                return
+            for index in range(count.value):
+                handle = ctypes.c_void_p()
+                if nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) == 0:
+                    self._devices.append(handle)
+            self._nvml = nvml
+        except (OSError, AttributeError):
+            self._nvml = None
+
+    @property
+    def readable(self) -> bool:
+        return self._nvml is not None
+
+    def used_by(self, pids: set[int]) -> int | None:
+        if self._nvml is None:
+            return None
+        total = 0
+        for handle in self._devices:
+            count = ctypes.c_uint(64)
+            while True:
+                processes = (_NvmlProcess * count.value)()
+                status = self._nvml.nvmlDeviceGetComputeRunningProcesses_v3(
+                    handle, ctypes.byref(count), processes
+                )
+                if status != 7:  # NVML_ERROR_INSUFFICIENT_SIZE: count says how many now
+                    break
+                count = ctypes.c_uint(count.value + 16)
+            if status != 0:
+                return None
+            for process in processes[: count.value]:
+                if process.pid in pids and process.usedGpuMemory != self._UNAVAILABLE:
+                    total += process.usedGpuMemory
+        return total
+
+
 class JobWatch(threading.Thread):
     """Polls the job started as ``root`` and kills all of it on its first breach.
 
@@ -469,6 +540,7 @@ class JobWatch(threading.Thread):
     def __init__(
         self, root: int, *, memory_bytes: int, processes: int, cgroup: Cgroup | None = None,
         scratch: Scratch | None = None, interval: float = INTERVAL,
+        device_memory_bytes: int | None = None,
     ):
         super().__init__(name=f"sandbox-watch-{root}", daemon=True)
         self.root = root
@@ -479,6 +551,8 @@ class JobWatch(threading.Thread):
         self.scratch = scratch
         self.held = Held()
         self.interval = interval
+        self.device_memory_bytes = device_memory_bytes
+        self.device = DeviceMemory() if device_memory_bytes is not None else None
         self.breach: str | None = None
         self._done = threading.Event()
 
@@ -522,6 +596,11 @@ class JobWatch(threading.Thread):
             return tasks_breach(tasks, self.tasks)
         if memory > self.memory_bytes:
             return memory_breach(memory, self.memory_bytes)
+        if self.device is not None and self.device.readable:
+            pids = {task.pid for task in job_tasks(self.root)}
+            used = self.device.used_by(pids)
+            if used is not None and used > self.device_memory_bytes:
+                return device_memory_breach(used, self.device_memory_bytes)
         return None
 
     def stop(self) -> None:

@@ -45,6 +45,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from planner.job_spec import JobSpec
 from planner.report import StrategyReport
 from workers import job_limits, trust
 
@@ -80,6 +81,8 @@ class Limits:
     #: per-process file size limit alone lets many files fill the disk.
     scratch_bytes: int = 4 << 30
     scratch_files: int = 10_000
+    #: A GPU job's device memory, all its processes together, where the driver reports it.
+    device_memory_bytes: int = 16 << 30
 
     @classmethod
     def from_settings(cls, values: dict | None) -> Limits:
@@ -97,6 +100,9 @@ class Limits:
             cgroup=str(values.get("CGROUP", cls.cgroup)),
             scratch_bytes=int(values.get("SCRATCH_BYTES", cls.scratch_bytes)),
             scratch_files=int(values.get("SCRATCH_FILES", cls.scratch_files)),
+            device_memory_bytes=int(
+                values.get("DEVICE_MEMORY_BYTES", cls.device_memory_bytes)
+            ),
         )
 
     @property
@@ -168,17 +174,55 @@ def refusal(limits: Limits) -> str:
 
 
 def run_job(
-    job: dict, scratch: Path, *, tree: Path | None = None, limits: Limits, devices: bool = False,
-    python: str | None = None, folders: tuple[str, ...] = (),
+    job: JobSpec | dict, scratch: Path, *, tree: Path | None = None, limits: Limits,
+    devices: bool = False, python: str | None = None, folders: tuple[str, ...] = (),
 ) -> list[StrategyReport]:
     """Run ``planner.tvm.job`` on ``job``; return its StrategyReports.
 
     ``scratch`` is the only folder the child may write (artifacts, its home, its temporary
     files); ``tree``, the commit's checkout, is its working directory, read-only.
-    ``devices`` shows the child the host's GPU nodes (:func:`gpu_nodes`). ``python`` is the
+    ``devices`` shows the child the host's GPU nodes (:func:`gpu_nodes`) and bounds its
+    memory without an address-space limit (see :func:`_confine`). ``python`` is the
     interpreter to run (a toolchain's, :mod:`planner.tvm.toolchain`; the worker's own by
     default), and ``folders`` what it reads beyond the worker's environment, shown read-only.
     """
+    spec = job if isinstance(job, JobSpec) else JobSpec.from_json(job)
+    out_path = _run_child(
+        ["planner.tvm.job"], spec.to_json(), scratch, tree=tree, limits=limits,
+        devices=devices, python=python, folders=folders,
+    )
+    try:
+        # Parsed field by field: what a child writes is not believed (workers/trust.py).
+        return trust.read_reports(out_path)
+    except trust.HandoverError as exc:
+        raise SandboxError(f"the compile's reports were refused: {exc}") from None
+
+
+def run_probe(
+    module: str, scratch: Path, *, limits: Limits, devices: bool = False, max_bytes: int = 65536
+) -> dict:
+    """Run ``python -m MODULE OUT.json`` as a job would run (same sandbox, same limits, the
+    same devices) and return the JSON object it wrote: a board's check that a job can work.
+    """
+    out_path = _run_child(
+        [module], None, scratch, tree=None, limits=limits, devices=devices, python=None,
+        folders=(),
+    )
+    try:
+        answer = trust.read_json(out_path, max_bytes)
+    except trust.HandoverError as exc:
+        raise SandboxError(f"the probe's answer was refused: {exc}") from None
+    if not isinstance(answer, dict):
+        raise SandboxError("the probe's answer was refused: not a JSON object")
+    return answer
+
+
+def _run_child(
+    module: list[str], job: dict | None, scratch: Path, *, tree: Path | None, limits: Limits,
+    devices: bool, python: str | None, folders: tuple[str, ...],
+) -> Path:
+    """Run ``python -m MODULE [JOB.json] OUT.json`` sandboxed; return OUT.json's path, which
+    exists (else :class:`SandboxError` says why)."""
     scratch = Path(scratch).resolve()
     tree = Path(tree).resolve() if tree is not None else None
     refused = refusal(limits)
@@ -190,10 +234,13 @@ def run_job(
         (scratch / folder).mkdir(parents=True, exist_ok=True)
     job_path = scratch / "job.json"
     out_path = scratch / "reports.json"
-    _write_new(job_path, json.dumps(job))
+    arguments = [str(out_path)]
+    if job is not None:
+        _write_new(job_path, json.dumps(job))
+        arguments.insert(0, str(job_path))
     out_path.unlink(missing_ok=True)
     _hand_over(scratch, tree, runs_as)
-    child = [python or sys.executable, "-m", "planner.tvm.job", str(job_path), str(out_path)]
+    child = [python or sys.executable, "-m", *module, *arguments]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(scratch / "home"),
@@ -226,7 +273,8 @@ def run_job(
             command, cwd=tree or scratch, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, start_new_session=True,
             preexec_fn=functools.partial(
-                _confine, limits, stage, cgroup, per_user=not current.full
+                _confine, limits, stage, cgroup, per_user=not current.full,
+                address_space=not devices,
             ),
         )
     except (OSError, subprocess.SubprocessError) as exc:
@@ -236,6 +284,7 @@ def run_job(
         raise SandboxError(f"the sandbox could not start: {exc}") from None
     watch = job_limits.JobWatch(
         proc.pid, memory_bytes=limits.memory_bytes, processes=limits.processes, cgroup=cgroup,
+        device_memory_bytes=limits.device_memory_bytes if devices else None,
         scratch=job_limits.Scratch(
             scratch, max_bytes=limits.scratch_bytes, max_files=limits.scratch_files, skip=tree
         ),
@@ -263,11 +312,7 @@ def run_job(
         raise SandboxError(watch.breach)
     if not out_path.exists():
         raise SandboxError(_why_no_reports(proc.returncode, output, limits))
-    try:
-        # Parsed field by field: what a child writes is not believed (workers/trust.py).
-        return trust.read_reports(out_path)
-    except trust.HandoverError as exc:
-        raise SandboxError(f"the compile's reports were refused: {exc}") from None
+    return out_path
 
 
 def _why_no_reports(code: int, output: str, limits: Limits) -> str:
@@ -326,18 +371,25 @@ _CAP_SYS_ADMIN = 21
 
 
 def _confine(
-    limits: Limits, stage: _Stage, cgroup: job_limits.Cgroup | None, *, per_user: bool
+    limits: Limits, stage: _Stage, cgroup: job_limits.Cgroup | None, *, per_user: bool,
+    address_space: bool = True,
 ) -> None:
     """In the child between fork and exec, still as the worker: the limits, then the user.
 
     ``per_user``: set the process limit here, where it counts every process of the job's
     user on the host (the reduced sandbox); bwrap's job sets it inside its own user
     namespace instead, where it counts the job's alone (:func:`_in_task_limit`).
+
+    ``address_space``: also cap each process's address space at the job's memory. Not for
+    a GPU job: the CUDA driver reserves far more address space than it ever uses (a
+    process that initialises CUDA fails under 8 GiB), so there the job watch alone bounds
+    what is resident, and the GPU's own memory where the driver reports it.
     """
     if cgroup is not None:
         cgroup.join()
     stage.mount()
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    if address_space:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(
         resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + _CPU_GRACE)
     )

@@ -28,8 +28,19 @@ class Latency:
 
 
 def build(mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
+    if target.kind.name == "cuda":
+        from planner.tvm import cuda
+
+        # Kernels for the target's architecture, never the one of whatever GPU is here.
+        cuda.install_compile_callback(cuda.arch_of(target))
     # The module is already lowered by us; TVM must not run its pipeline (and its planner).
-    return relax.build(mod, target, relax_pipeline=None)
+    with target:
+        executable = relax.build(mod, target, relax_pipeline=None)
+        if target.kind.name == "cuda":
+            from planner.tvm import cuda
+
+            cuda.compile_kernels(executable, target)
+    return executable
 
 
 def export_library(executable: relax.VMExecutable, path: str, **options) -> None:

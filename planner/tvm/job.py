@@ -1,18 +1,20 @@
 """The child side of a sandboxed compile: ``python -m planner.tvm.job JOB.json OUT.json``.
 
 A worker's compile runs this module twice, each time in a sandbox of its own, and trusts
-only the second (the README's "Trust boundary"):
+only the second (the README's "Trust boundary"). JOB.json is a
+:class:`planner.job_spec.JobSpec`, refused whole if any key is unknown or mistyped:
 
 - ``phase = "import"`` runs the repository's code: it builds the model (a model file, an
   ONNX file, a zoo entry), runs the repository's pipeline and planners, and writes what it
-  built into ``job["out"]`` (:func:`planner.tvm.imported.save_imported`). OUT.json is an
+  built into ``job.out`` (:func:`planner.tvm.imported.save_imported`). OUT.json is an
   empty list, or one failed report per strategy saying why the model could not be built.
 - ``phase = "compile"`` imports nothing of the repository. It reads that folder back
   (:func:`planner.tvm.imported.load_imported`, every field checked) and plans, builds,
-  checks and measures: every figure of a report comes from here. A micro job (a ``micro``
-  key: ``board`` and/or ``machine``, optional ``sram_bytes`` and ``flash_bytes``) is also
-  exported, built and run on the emulated board here (:mod:`planner.tvm.micro.report`);
-  ``cuda_memory`` measures a CUDA build's device memory here, beside the GPU.
+  checks and measures: every figure of a report comes from here. A micro job
+  (``job.micro``) is also exported, built and run on the emulated board here
+  (:mod:`planner.tvm.micro.report`); a CUDA job (``job.cuda``) builds for the architecture
+  it names, first checks that CUDA initialises, and counts each build's device bytes here,
+  beside the GPU (:mod:`planner.tvm.cuda_memory`).
 
 A job without a phase does both in one process (the command line's way, for code the user
 runs on purpose). The interpreter that runs this module is the toolchain's
@@ -25,32 +27,31 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
+from planner.job_spec import JobSpec
 from planner.report import StrategyReport
+from planner.shapes import ShapeAxis
 
 
-def run(job: dict) -> list[StrategyReport]:
-    phase = job.get("phase", "")
-    if phase == "import":
+def run(job: JobSpec) -> list[StrategyReport]:
+    if job.phase == "import":
         return run_import(job)
-    if phase not in ("", "compile"):
-        raise ValueError(f"unknown phase {phase!r}")
     return run_compile(job)
 
 
-def _failed(job: dict, error: str) -> list[StrategyReport]:
-    return [
-        StrategyReport.failed(job["model"], strategy, error, model_source=job["source"])
-        for strategy in job["strategies"]
-    ]
+def _failed(job: JobSpec, error: str) -> list[StrategyReport]:
+    points = ShapeAxis.from_json(job.shapes).points if job.shapes else None
+    return StrategyReport.failed_everywhere(
+        job.model, job.strategies, error, points=points, source=job.source
+    )
 
 
-def run_import(job: dict) -> list[StrategyReport]:
+def run_import(job: JobSpec) -> list[StrategyReport]:
     """Build the model with the repository's code and hand it over (see the docstring)."""
     from dataclasses import replace
 
-    from planner.shapes import ShapeAxis
     from planner.tvm import lowering, repo_code
     from planner.tvm.compile import imported_network, planning_problem
     from planner.tvm.imported import save_imported
@@ -58,104 +59,108 @@ def run_import(job: dict) -> list[StrategyReport]:
     from planner.tvm.strategies import REPO_PREFIX, lookup
     from planner.tvm.zoo import ModelSource, build_network
 
-    source = ModelSource(job["source"], job.get("params") or {})
-    root = Path(job["base_dir"]) if job.get("base_dir") else None
-    pipeline = job.get("pipeline", "")
-    seed = int(job.get("seed", 0))
+    source = ModelSource(job.source, job.params)
+    root = Path(job.base_dir) if job.base_dir else None
     try:
-        target = lowering.make_target(job.get("target", "llvm"))
-        bound = imported_network(source, target, base_dir=root, pipeline=pipeline, seed=seed)
+        target = lowering.make_target(job.target)
+        bound = imported_network(
+            source, target, base_dir=root, pipeline=job.pipeline, seed=job.seed
+        )
         unbound = None
-        if job.get("micro") is not None:
+        if job.micro is not None:
             # A micro board keeps the weights apart from the model (in flash), so it gets
             # the network with its weights as inputs, through the same pipeline.
             unbound = build_network(source, base_dir=root)
-            if pipeline:
-                mod = repo_code.run_pipeline(unbound.mod, pipeline, root, target)
+            if job.pipeline:
+                mod = repo_code.run_pipeline(unbound.mod, job.pipeline, root, target)
                 unbound = replace(unbound, mod=mod)
         plans = {}
-        repo = [s for s in job["strategies"] if s.startswith(REPO_PREFIX)]
+        repo = [s for s in job.strategies if s.startswith(REPO_PREFIX)]
         points: list[dict] = [{}] if repo else []
-        if repo and job.get("shapes") is not None:
-            axis = ShapeAxis.from_json(job["shapes"])
+        if repo and job.shapes is not None:
+            axis = ShapeAxis.from_json(job.shapes)
             check_symbols(bound, axis)
             points = list(axis.points)
         for point in points:
             problem = planning_problem(
                 specialise(bound, point) if point else bound, target,
-                lift_temporaries=job.get("lift_temporaries"),
+                lift_temporaries=job.lift_temporaries,
             )
             for name in repo:
                 plans[plan_key(name, point)] = _repo_plan(
                     name, problem, root, job, lookup, repo_code
                 )
-        save_imported(bound, Path(job["out"]), unbound=unbound, plans=plans)
+        save_imported(bound, Path(job.out), unbound=unbound, plans=plans)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
-        logging.getLogger(__name__).exception("model %s failed to build", job["model"])
+        logging.getLogger(__name__).exception("model %s failed to build", job.model)
         return _failed(job, f"{type(exc).__name__}: {exc}")
     return []
 
 
-def _repo_plan(name, problem, root, job, lookup, repo_code) -> dict:
+def _repo_plan(name, problem, root, job: JobSpec, lookup, repo_code) -> dict:
     import time
 
     started = time.perf_counter()
+    limit = job.planner_time_limit
     try:
         offsets = repo_code.run_planner(
             lookup(name), problem, root,
-            time_limit=float(job.get("planner_time_limit", repo_code.PLANNER_TIME_LIMIT)),
+            time_limit=repo_code.PLANNER_TIME_LIMIT if limit is None else float(limit),
         )
     except repo_code.RepoCodeError as exc:
         return {"error": str(exc)}
     return {"offsets": offsets, "seconds": time.perf_counter() - started}
 
 
-def run_compile(job: dict) -> list[StrategyReport]:
+def run_compile(job: JobSpec) -> list[StrategyReport]:
     """Plan, build, check and measure; with ``imported``, from the import phase's folder."""
     from planner.tvm.compile import compile_model
     from planner.tvm.zoo import ModelSource
 
-    source = ModelSource(job["source"], job.get("params") or {})
+    if job.cuda is not None:
+        from planner.tvm import cuda
+
+        # Before any figure: a child that cannot reach the GPU says why, in the driver's
+        # words and with the limits it ran under, instead of TVM's guess at a cause.
+        failure = cuda.initialisation_failure() if job.check_locally else ""
+        if failure:
+            return _failed(job, failure)
+    source = ModelSource(job.source, job.params)
     imported = None
-    if job.get("imported"):
+    if job.imported:
         from planner.tvm.imported import ImportedError, load_imported
 
         try:
-            imported = load_imported(Path(job["imported"]), name=job["model"])
+            imported = load_imported(Path(job.imported), name=job.model)
         except ImportedError as exc:
             return _failed(job, f"the repository's process handed over {exc}")
-    options = {
-        key: job[key]
-        for key in (
-            "target",
-            "repeat",
-            "lift_temporaries",
-            "check_locally",
-            "pipeline",
-            "planner_time_limit",
-            "artifacts_dir",
-            "base_dir",
-        )
-        if key in job
+    options: dict = {
+        "target": _target_of(job),
+        "repeat": job.repeat,
+        "lift_temporaries": job.lift_temporaries,
+        "check_locally": job.check_locally,
+        "artifacts_dir": job.artifacts_dir,
     }
-    if "memory_configs" in job:
-        options["memory_configs"] = tuple(job["memory_configs"])
-    micro = job.get("micro")
+    if job.memory_configs is not None:
+        options["memory_configs"] = tuple(job.memory_configs)
+    if job.planner_time_limit is not None:
+        options["planner_time_limit"] = job.planner_time_limit
     if imported is not None:
         options.update(network=imported.network, repo_plans=imported.plans)
-        for key in ("pipeline", "base_dir"):
-            options.pop(key, None)
+    else:
+        options.update(pipeline=job.pipeline, base_dir=job.base_dir)
+    micro = asdict(job.micro) if job.micro is not None else None
     if micro is not None:
         from planner.tvm.micro import report as micro_report
 
         options.update(micro_report.compile_options(options))
     try:
-        if job.get("shapes") is not None:
+        if job.shapes is not None:
             reports = _compile_shapes(source, job, options)
         else:
-            reports = compile_model(source, job["strategies"], model_name=job["model"], **options)
+            reports = compile_model(source, job.strategies, model_name=job.model, **options)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
-        logging.getLogger(__name__).exception("model %s failed to build", job["model"])
+        logging.getLogger(__name__).exception("model %s failed to build", job.model)
         return _failed(job, f"{type(exc).__name__}: {exc}")
     if micro is not None:
         unbound = None
@@ -164,31 +169,41 @@ def run_compile(job: dict) -> list[StrategyReport]:
 
             try:
                 unbound = load_imported(
-                    Path(job["imported"]), name=job["model"], unbound=True
+                    Path(job.imported), name=job.model, unbound=True
                 ).network
             except ImportedError as exc:
                 for report in reports:
                     report.error = report.error or f"micro board: {exc}"
                 return reports
-        if job.get("shapes") is None:
+        if job.shapes is None:
             micro_report.run_on_board(
                 reports,
                 source,
                 micro,
-                model_name=job["model"],
-                artifacts_dir=job.get("artifacts_dir"),
-                base_dir=None if imported is not None else job.get("base_dir"),
-                pipeline="" if imported is not None else job.get("pipeline", ""),
+                model_name=job.model,
+                artifacts_dir=job.artifacts_dir,
+                base_dir=None if imported is not None else job.base_dir,
+                pipeline="" if imported is not None else job.pipeline,
                 network=unbound,
             )
         else:
             _micro_points(reports, source, micro, job, unbound)
-    if job.get("cuda_memory"):
-        _measure_cuda_memory(reports)
+    if job.cuda is not None and job.cuda.measure_memory and job.check_locally:
+        _measure_cuda_memory(reports, job.cuda.arch)
     return reports
 
 
-def _micro_points(reports, source, micro: dict, job: dict, unbound) -> None:
+def _target_of(job: JobSpec) -> str:
+    """The job's target, with a CUDA job's architecture in it: the board names it, and
+    nothing falls back to asking whatever GPU this host has."""
+    if job.cuda is None:
+        return job.target
+    from planner.tvm import cuda
+
+    return cuda.target_json(job.target, job.cuda.arch)
+
+
+def _micro_points(reports, source, micro: dict, job: JobSpec, unbound) -> None:
     """Firmware per shape point: a board runs one static shape, so each point's builds are
     exported, built and run with the network specialised to it."""
     from planner.report import point_folder
@@ -197,7 +212,7 @@ def _micro_points(reports, source, micro: dict, job: dict, unbound) -> None:
     from planner.tvm.shape_axis import specialise
     from planner.tvm.zoo import build_network
 
-    root = Path(job["base_dir"]) if job.get("base_dir") else None
+    root = Path(job.base_dir) if job.base_dir else None
     if unbound is None:
         unbound = build_network(source, base_dir=root)
     by_point: dict[str, list] = {}
@@ -205,30 +220,33 @@ def _micro_points(reports, source, micro: dict, job: dict, unbound) -> None:
         by_point.setdefault(label(report.shape_point), []).append(report)
     for group in by_point.values():
         point = group[0].shape_point
-        artifacts = job.get("artifacts_dir")
+        artifacts = job.artifacts_dir
         micro_report.run_on_board(
             group,
             source,
             micro,
-            model_name=job["model"],
+            model_name=job.model,
             artifacts_dir=point_folder(Path(artifacts), point) if artifacts else None,
-            base_dir=None if job.get("imported") else root,
-            pipeline="" if job.get("imported") else job.get("pipeline", ""),
+            base_dir=None if job.imported else root,
+            pipeline="" if job.imported else job.pipeline,
             network=specialise(unbound, point),
         )
 
 
-def _compile_shapes(source, job: dict, options: dict):
+def _compile_shapes(source, job: JobSpec, options: dict):
     """One report per (strategy, point) of the job's shape axis (``ShapeAxis.to_json()``)."""
-    from planner.shapes import ShapeAxis
     from planner.tvm.shape_axis import compile_shapes
 
-    axis = ShapeAxis.from_json(job["shapes"])
-    return compile_shapes(source, job["strategies"], axis, model_name=job["model"], **options)
+    axis = ShapeAxis.from_json(job.shapes)
+    return compile_shapes(source, job.strategies, axis, model_name=job.model, **options)
 
 
-def _measure_cuda_memory(reports: list[StrategyReport]) -> None:
-    """Device memory of each build, measured here: the worker never runs a model itself."""
+def _measure_cuda_memory(reports: list[StrategyReport], arch: str | None = None) -> None:
+    """Device memory of each build, measured here: the worker never runs a model itself.
+
+    Measured under TVM's naive allocator: each storage is one ``cudaMalloc`` of its bytes,
+    so the measured peak compares with the planned bytes to the byte.
+    """
     import subprocess
 
     from planner import npz_files
@@ -244,21 +262,30 @@ def _measure_cuda_memory(reports: list[StrategyReport]) -> None:
             report.measured = {"cuda": {"error": str(exc)}}
             continue
         try:
-            figures = cuda_memory.measure(Path(library), inputs, entry=report.entry)
+            figures = cuda_memory.measure(
+                Path(library), inputs, entry=report.entry, memory_cfg="naive", arch=arch
+            )
         except (cuda_memory.MeasurementError, OSError, subprocess.TimeoutExpired) as exc:
             report.measured = {"cuda": {"error": str(exc)}}
             continue
         report.measured = {"cuda": figures}
-        report.measured_peak_bytes = figures["inference_bytes"]
+        if figures["untracked_allocations"]:
+            # The counter's table overflowed: its live and peak bytes miss those allocations.
+            report.warnings.append(
+                f"CUDA device memory: {figures['untracked_allocations']} allocations went "
+                "past the counter, so no measured peak is given"
+            )
+            continue
+        report.measured_peak_bytes = figures["peak_bytes"]
 
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    job = json.loads(Path(argv[0]).read_text())
+    job = JobSpec.from_json(json.loads(Path(argv[0]).read_text()))
     reports = run(job)
     for report in reports:
         # Failed reports too: the worker records each under the toolchain it asked for.
-        report.environment["toolchain"] = job.get("toolchain", "")
+        report.environment["toolchain"] = job.toolchain
     Path(argv[1]).write_text(json.dumps([r.to_json() for r in reports], default=str))
     return 0
 

@@ -15,7 +15,14 @@ from tvm.relax.backend.cuda import pipeline as cuda_pipeline
 
 
 def make_target(target: str = "llvm") -> tvm.target.Target:
-    return tvm.target.Target(target)
+    made = tvm.target.Target(target)
+    if made.kind.name == "cuda":
+        from planner.tvm import cuda
+
+        # TVM fills in a missing architecture from device 0 (or sm_50 without one): the
+        # same job would then build other kernels on another host. It must be named.
+        cuda.named_arch(target)
+    return made
 
 
 def _backend(target: tvm.target.Target):

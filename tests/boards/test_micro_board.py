@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from dashboard.models import Result, Run
+from planner.job_spec import MicroOptions
 from planner.tvm.micro.build import micro_toolchain_missing
 from workers import boards
 from workers.tasks import plan_run
@@ -92,10 +93,9 @@ def test_the_boards_own_sizes_stand_unless_configured():
     runner = _runner(board="stm32f746")
 
     assert runner.memory_capacity == 320 * 1024
-    assert runner.compile_options(None)["micro"] == {
-        "board": "stm32f746", "machine": "mps2-an500",
-        "sram_bytes": 320 * 1024, "flash_bytes": 1024 * 1024,
-    }
+    assert runner.compile_options(None).micro == MicroOptions(
+        board="stm32f746", machine="mps2-an500", sram_bytes=320 * 1024, flash_bytes=1024 * 1024,
+    )
     assert runner.target == "c"
 
 

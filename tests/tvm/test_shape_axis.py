@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from planner.job_spec import JobSpec
 from planner.peak_formula import Polynomial, SymbolicBuffer, fit, symbolic_plan
 from planner.report import parse_report, point_folder
 from planner.shapes import ShapeError, parse_cli, parse_shapes
@@ -126,7 +127,7 @@ def test_a_compile_job_takes_the_shape_axis(tmp_path):
         "shapes": parse_cli(["h=8,16:32", "w=h"]).to_json(),
     }
 
-    reports = run_compile(job)
+    reports = run_compile(JobSpec.from_json(job))
 
     assert [(r.strategy, r.shape_point["h"]) for r in reports] == [
         (STOCK, 8), ("best-fit", 8), (STOCK, 16), ("best-fit", 16)]

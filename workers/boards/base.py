@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from planner.report import StrategyReport
-from planner.tvm.imported import FILES, UNBOUND_FILE
 from planner.tvm.toolchain import Toolchain
-from workers import sandbox, trust
+from workers import sandbox
 from workers.boards.config import BoardConfig
+from workers.sandboxed_compile import BoardOptions, CompileJob, SandboxedCompile
+
+__all__ = ["BoardOptions", "BoardRunner", "CompileJob", "Health", "UnknownBoard"]
 
 
 class UnknownBoard(LookupError):
@@ -24,34 +26,6 @@ class Health:
 
     def to_json(self) -> dict:
         return {"status": "online" if self.online else "offline", "reason": self.reason}
-
-
-@dataclass
-class CompileJob:
-    """One model of a run, as a board compiles it: what the manifest says, and where the
-    commit's files and the artifacts are."""
-
-    model_name: str
-    source: str
-    params: dict
-    strategies: list[str]
-    artifacts_dir: Path
-    repeat: int = 5
-    #: The commit's checkout (read-only to the compile); None for zoo-only use.
-    tree: Path | None = None
-    #: ``path.py:function`` returning Relax passes (the manifest's ``[suite] pipeline``).
-    pipeline: str = ""
-    options: dict = field(default_factory=dict)
-    #: The TVM to compile with; None: the worker's own environment.
-    toolchain: Toolchain | None = None
-    #: The model's shape axis (``ShapeAxis.to_json()``): the points to compile at; None
-    #: for a model without one.
-    shapes: dict | None = None
-
-    @property
-    def points(self) -> list[dict[str, int]]:
-        """The points a report is expected for: the one empty point without an axis."""
-        return list(self.shapes["points"]) if self.shapes else [{}]
 
 
 class BoardRunner:
@@ -119,9 +93,9 @@ class BoardRunner:
             },
         }
 
-    def compile_options(self, job: CompileJob) -> dict:
-        """What this board checks and measures on the worker's host (compile_model options)."""
-        return {"repeat": job.repeat}
+    def compile_options(self, job: CompileJob) -> BoardOptions:
+        """What this board adds to its compile jobs (checks and measures on the host)."""
+        return BoardOptions()
 
     def after_compile(self, job: CompileJob, reports: list[StrategyReport]) -> None:
         """Add the board's own figures to ``reports``; the host's are already there."""
@@ -156,95 +130,5 @@ class BoardRunner:
 
     def compile(self, job: CompileJob) -> list[StrategyReport]:
         """``planner.tvm.compile.compile_model`` for this board's target, sandboxed, in two
-        processes (``planner.tvm.job``): the repository's code runs in the first, which
-        hands over the model it built; every figure comes from the second, which runs none
-        of it. What each hands back is checked (:mod:`workers.trust`)."""
-        artifacts = job.artifacts_dir.resolve()
-        toolchain = job.toolchain
-        common = {
-            "model": job.model_name,
-            "source": job.source,
-            "params": job.params,
-            "strategies": job.strategies,
-            "target": self.target,
-        }
-        if toolchain is not None:
-            common["toolchain"] = toolchain.spec
-        options = {**self.compile_options(job), **job.options}
-        run = {
-            "limits": self.limits,
-            "python": toolchain.python if toolchain else None,
-            "folders": toolchain.folders if toolchain else (),
-        }
-        handed = artifacts / "import" / "network"
-        import_job = {
-            **common,
-            "phase": "import",
-            "out": str(handed),
-            "base_dir": str(job.tree.resolve()) if job.tree is not None else None,
-            "pipeline": job.pipeline,
-            "planner_time_limit": self.limits.planner_seconds,
-            "lift_temporaries": options.get("lift_temporaries"),
-            "micro": options.get("micro"),
-            # The repository's planners plan each point: its problem is not the bound's.
-            "shapes": job.shapes,
-        }
-        try:
-            failed = sandbox.run_job(import_job, artifacts / "import", tree=job.tree, **run)
-            if failed:
-                return self._import_failed(job, failed)
-            received = artifacts / "compile" / "network"
-            # Only the micro board reads the unbound module: nothing else gets a second one.
-            wanted = [f for f in FILES if options.get("micro") or f != UNBOUND_FILE]
-            trust.copy_plain_files(handed, received, wanted, self.limits.file_bytes)
-            compile_job = {
-                **common,
-                **options,
-                "phase": "compile",
-                "imported": str(received),
-                "artifacts_dir": str(artifacts / "compile" / "out"),
-            }
-            if job.shapes:
-                compile_job["shapes"] = job.shapes
-            reports = sandbox.run_job(
-                compile_job, artifacts / "compile", limits=self.limits,
-                devices=self.needs_devices, python=run["python"], folders=run["folders"],
-            )
-        except (sandbox.SandboxError, trust.HandoverError) as exc:
-            return self._failed(job, f"SandboxError: {exc}")
-        reports = trust.match(
-            reports, model=job.model_name, source=job.source, strategies=job.strategies,
-            points=job.points,
-        )
-        for report in reports:
-            trust.collect_artifacts(
-                report, artifacts / "compile" / "out", model=job.model_name,
-                limit=self.limits.file_bytes,
-            )
-        return reports
-
-    def _import_failed(
-        self, job: CompileJob, reports: list[StrategyReport]
-    ) -> list[StrategyReport]:
-        """The import phase's failed reports, by strategy and point; it has no figures."""
-        errors = {r.strategy: r.error for r in reports if r.error}
-        first = next(iter(errors.values()), "the model's import returned reports, not a model")
-        return [
-            StrategyReport.failed(
-                job.model_name, strategy, errors.get(strategy, first), model_source=job.source,
-                shape_point=dict(point),
-            )
-            for point in job.points
-            for strategy in job.strategies
-        ]
-
-    def _failed(self, job: CompileJob, error: str) -> list[StrategyReport]:
-        # Every point fails: each is a Result of its own, and each must say why.
-        return [
-            StrategyReport.failed(
-                job.model_name, strategy, error, model_source=job.source,
-                shape_point=dict(point),
-            )
-            for point in job.points
-            for strategy in job.strategies
-        ]
+        processes, every hand-over checked (:class:`SandboxedCompile`)."""
+        return SandboxedCompile(self.target, self.limits, self.compile_options(job)).run(job)

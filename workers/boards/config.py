@@ -90,6 +90,8 @@ def parse(name: str, raw: dict[str, Any]) -> BoardConfig:
                 split_address(address, name)
     if kind == "micro":
         _check_micro(name, raw)
+    if kind == "cuda":
+        _check_cuda(name, raw)
     return BoardConfig(
         name=name,
         kind=kind,
@@ -114,6 +116,20 @@ def _check_micro(name: str, raw: dict[str, Any]) -> None:
         resolve_board(raw.get("board"), raw.get("machine"))
     except UnknownBoard as exc:
         raise BoardConfigError(f"board {name!r}: {exc}") from None
+
+
+def _check_cuda(name: str, raw: dict[str, Any]) -> None:
+    from planner.job_spec import valid_arch
+
+    target = raw.get("target")
+    named = target.get("arch") if isinstance(target, dict) else None
+    for arch in (raw.get("arch"), named):
+        if arch is not None and not valid_arch(arch):
+            raise BoardConfigError(
+                f"board {name!r}: arch {arch!r} is not a CUDA architecture (sm_80, sm_90a)"
+            )
+    if raw.get("arch") and named and raw["arch"] != named:
+        raise BoardConfigError(f"board {name!r}: arch {raw['arch']} but target arch {named}")
 
 
 def split_address(address: str, name: str = "") -> tuple[str, int]:

@@ -21,9 +21,10 @@ board's sizes. Without the toolchain or QEMU on the host the board is offline.
 
 from __future__ import annotations
 
+from planner.job_spec import MicroOptions
 from planner.tvm.micro.boards import Board, resolve_board
 from planner.tvm.micro.build import micro_toolchain_missing
-from workers.boards.base import BoardRunner, Health
+from workers.boards.base import BoardOptions, BoardRunner, Health
 
 
 class MicroBoard(BoardRunner):
@@ -67,13 +68,13 @@ class MicroBoard(BoardRunner):
             "flash_capacity": board.flash_bytes,
         }
 
-    def compile_options(self, job) -> dict:
+    def compile_options(self, job) -> BoardOptions:
         board = self.board
-        return {
-            "repeat": 0,
-            "memory_configs": [],
-            "micro": {
-                "board": board.name, "machine": board.machine,
-                "sram_bytes": board.sram_bytes, "flash_bytes": board.flash_bytes,
-            },
-        }
+        return BoardOptions(
+            repeat=0,
+            memory_configs=(),
+            micro=MicroOptions(
+                board=board.name, machine=board.machine,
+                sram_bytes=board.sram_bytes, flash_bytes=board.flash_bytes,
+            ),
+        )

@@ -13,7 +13,7 @@ import socket
 
 from planner.report import BoardFigures
 from planner.shapes import label
-from workers.boards.base import BoardRunner, Health
+from workers.boards.base import BoardOptions, BoardRunner, Health
 from workers.boards.config import split_address
 
 log = logging.getLogger(__name__)
@@ -67,9 +67,9 @@ class RpcBoard(BoardRunner):
             rpc_address=split_address(self.config.rpc, self.name), timeout=self.config.timeout
         )
 
-    def compile_options(self, job) -> dict:
+    def compile_options(self, job) -> BoardOptions:
         # Latency is measured on the board, and the host's allocator says nothing about it.
-        return {"repeat": 0, "memory_configs": []}
+        return BoardOptions(repeat=0, memory_configs=())
 
     def measure(self, *, strategies, **kwargs):
         from planner.tvm.strategies import STOCK

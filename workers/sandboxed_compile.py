@@ -1,0 +1,153 @@
+"""One model compiled in the sandbox, in two processes, with every check on what comes back.
+
+The repository's code (model files, pipeline, planners) runs in the first child, the
+*import*, which hands over the model it built; every figure comes from the second, the
+*compile*, which runs none of it (the README's "Trust boundary"). Both are
+``python -m planner.tvm.job`` on a :class:`~planner.job_spec.JobSpec` written here; what
+each hands back is checked here (:mod:`workers.trust`) and nowhere else. Boards say only
+what they add to the job (:class:`BoardOptions`), never how it is run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from planner.job_spec import CudaOptions, JobSpec, MicroOptions
+from planner.report import StrategyReport
+from planner.tvm.imported import FILES, UNBOUND_FILE
+from planner.tvm.toolchain import Toolchain
+from workers import sandbox, trust
+
+
+@dataclass
+class CompileJob:
+    """One model of a run, as a board compiles it: what the manifest says, and where the
+    commit's files and the artifacts are."""
+
+    model_name: str
+    source: str
+    params: dict
+    strategies: list[str]
+    artifacts_dir: Path
+    repeat: int = 5
+    #: The commit's checkout (read-only to the compile); None for zoo-only use.
+    tree: Path | None = None
+    #: ``path.py:function`` returning Relax passes (the manifest's ``[suite] pipeline``).
+    pipeline: str = ""
+    #: Host allocators to measure, overriding the board's (bisection needs none).
+    memory_configs: tuple[str, ...] | None = None
+    #: The TVM to compile with; None: the worker's own environment.
+    toolchain: Toolchain | None = None
+    #: The model's shape axis (``ShapeAxis.to_json()``): the points to compile at; None
+    #: for a model without one.
+    shapes: dict | None = None
+
+    @property
+    def points(self) -> list[dict[str, int]]:
+        """The points a report is expected for: the one empty point without an axis."""
+        return list(self.shapes["points"]) if self.shapes else [{}]
+
+    def failed(self, error: str, errors: dict[str, str] | None = None) -> list[StrategyReport]:
+        """Every strategy at every point failed, each saying why."""
+        return StrategyReport.failed_everywhere(
+            self.model_name, self.strategies, error, points=self.points, source=self.source,
+            errors=errors,
+        )
+
+
+@dataclass(frozen=True)
+class BoardOptions:
+    """What a board adds to its compile jobs."""
+
+    #: Latency samples taken on this host; None: the job's own count.
+    repeat: int | None = None
+    #: Lift kernel temporaries into the plan (True), never (False), or per strategy (None).
+    lift_temporaries: bool | None = None
+    #: Host allocators to measure (:mod:`planner.tvm.memory`); None: all of them.
+    memory_configs: tuple[str, ...] | None = None
+    #: Run, check and time on the compiling host (False for a board that does it itself).
+    check_locally: bool = True
+    micro: MicroOptions | None = None
+    cuda: CudaOptions | None = None
+    #: Show the child the host's GPU nodes, and bound it without an address-space limit.
+    devices: bool = False
+
+
+@dataclass
+class SandboxedCompile:
+    """Compiles one :class:`CompileJob` for ``target`` under ``limits``."""
+
+    target: str
+    limits: sandbox.Limits
+    board: BoardOptions = field(default_factory=BoardOptions)
+
+    def run(self, job: CompileJob) -> list[StrategyReport]:
+        """One report per strategy and shape point, point by point, whatever happened."""
+        artifacts = job.artifacts_dir.resolve()
+        handed = artifacts / "import" / "network"
+        toolchain = job.toolchain
+        python = toolchain.python if toolchain else None
+        folders = toolchain.folders if toolchain else ()
+        spec = self.spec(job)
+        try:
+            failed = sandbox.run_job(
+                spec.replace(
+                    phase="import", out=str(handed),
+                    base_dir=str(job.tree.resolve()) if job.tree is not None else None,
+                    pipeline=job.pipeline, planner_time_limit=self.limits.planner_seconds,
+                ),
+                artifacts / "import", tree=job.tree, limits=self.limits, python=python,
+                folders=folders,
+            )
+            if failed:
+                # The import has no figures: only why each strategy could not be built.
+                errors = {r.strategy: r.error for r in failed if r.error}
+                first = next(iter(errors.values()), "the model's import returned reports, "
+                             "not a model")
+                return job.failed(first, errors)
+            received = artifacts / "compile" / "network"
+            # Only the micro board reads the unbound module: nothing else gets a second one.
+            wanted = [f for f in FILES if spec.micro is not None or f != UNBOUND_FILE]
+            trust.copy_plain_files(handed, received, wanted, self.limits.file_bytes)
+            reports = sandbox.run_job(
+                spec.replace(
+                    phase="compile", imported=str(received),
+                    artifacts_dir=str(artifacts / "compile" / "out"),
+                ),
+                artifacts / "compile", limits=self.limits, devices=self.board.devices,
+                python=python, folders=folders,
+            )
+        except (sandbox.SandboxError, trust.HandoverError) as exc:
+            return job.failed(f"SandboxError: {exc}")
+        reports = trust.match(
+            reports, model=job.model_name, source=job.source, strategies=job.strategies,
+            points=job.points,
+        )
+        for report in reports:
+            trust.collect_artifacts(
+                report, artifacts / "compile" / "out", model=job.model_name,
+                limit=self.limits.file_bytes,
+            )
+        return reports
+
+    def spec(self, job: CompileJob) -> JobSpec:
+        """What both phases share; each adds its own fields."""
+        board = self.board
+        return JobSpec(
+            model=job.model_name,
+            source=job.source,
+            params=dict(job.params),
+            strategies=tuple(job.strategies),
+            target=self.target,
+            toolchain=job.toolchain.spec if job.toolchain is not None else "",
+            shapes=job.shapes,
+            repeat=job.repeat if board.repeat is None else board.repeat,
+            lift_temporaries=board.lift_temporaries,
+            check_locally=board.check_locally,
+            memory_configs=(
+                job.memory_configs if job.memory_configs is not None else board.memory_configs
+            ),
+            micro=board.micro,
+            cuda=board.cuda,
+        )
