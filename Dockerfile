@@ -16,9 +16,15 @@ RUN apt-get update && apt-get install -y --no-install-recommends git g++ bubblew
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml ./
-RUN python - <<'PY' > /tmp/requirements.txt && pip install --no-cache-dir -r /tmp/requirements.txt
-import tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))
+# Extras by name, comma-separated: a GPU worker's image is built with EXTRAS=cuda (NVRTC and
+# the CUDA headers its compile needs).
+ARG EXTRAS=""
+RUN EXTRAS="$EXTRAS" python - <<'PY' > /tmp/requirements.txt && pip install --no-cache-dir -r /tmp/requirements.txt
+import os, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+extras = [name for name in os.environ["EXTRAS"].split(",") if name]
+print("\n".join(project["dependencies"] + [
+    d for name in extras for d in project["optional-dependencies"][name]]))
 PY
 COPY . .
 COPY --from=frontend /src/frontend/dist frontend/dist
