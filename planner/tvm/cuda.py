@@ -151,12 +151,21 @@ def compile_kernels(executable, target) -> int:
     """
     made = 0
     for module in _modules(executable.mod):
-        if getattr(module, "kind", "") != "cuda" or module.inspect_source("cubin"):
+        if getattr(module, "kind", "") != "cuda" or _holds_cubin(module):
             continue
         source = module.inspect_source("")
         if source:
             made += len(compile_callback(source, target))
     return made
+
+
+def _holds_cubin(module) -> bool:
+    """Whether TVM compiled ``module``'s kernels already (its CUDA runtime is loaded: a
+    host with a GPU), through :func:`compile_callback`."""
+    try:
+        return bool(module.inspect_source("cubin"))
+    except UnicodeDecodeError:  # the cubin itself, which TVM hands over as text
+        return True
 
 
 def cuda_target(arch: str = DEFAULT_ARCH):

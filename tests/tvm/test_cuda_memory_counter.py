@@ -207,6 +207,9 @@ def run_child(standins: Path, body: str, *, preload: bool = True) -> dict:
         "PYTHONPATH": str(ROOT),
         "STANDIN_RUNTIME": str(standins / "libruntime.so"),
         "STANDIN_DRIVER": str(standins / "libcuda.so.1"),
+        # Ahead of a GPU host's own libcuda and libcudart (LD_LIBRARY_PATH outranks the
+        # stand-ins' RUNPATH).
+        "LD_LIBRARY_PATH": str(standins),
     }
     if preload:
         env["LD_PRELOAD"] = str(cuda_memory.shim_library())
