@@ -277,6 +277,15 @@ def _measure_cuda_memory(reports: list[StrategyReport], arch: str | None = None)
             )
             continue
         report.measured_peak_bytes = figures["peak_bytes"]
+        if report.intermediate_bytes is not None:
+            # GPU kernels' global temporaries are not estimated before the build: what the
+            # workspace pool took is counted, and is part of what the build needs.
+            report.kernel_workspace_bytes = figures["workspace_bytes"]
+            report.kernel_workspace_source = "measured"
+            report.planned_bytes = (
+                report.intermediate_bytes + figures["workspace_bytes"]
+                + (report.output_bytes or 0)
+            )
 
 
 def main(argv: list[str]) -> int:

@@ -517,3 +517,14 @@ def test_a_cuda_report_gives_no_peak_when_allocations_went_past_the_counter(tmp_
     assert report.measured_peak_bytes is None
     assert any("2 allocations went past the counter" in w for w in report.warnings)
     assert parse_report(report.to_json()).measured["cuda"]["untracked_allocations"] == 2
+
+
+def test_a_cuda_reports_kernel_workspace_is_what_the_workspace_pool_took(tmp_path, monkeypatch):
+    report = _cuda_report(
+        tmp_path, monkeypatch, {**FIGURES, "workspace_bytes": 4096, "peak_bytes": 13096}
+    )
+
+    assert (report.kernel_workspace_bytes, report.kernel_workspace_source) == (4096, "measured")
+    # Arena, workspace and outputs: the planned bytes the peak is compared with.
+    assert report.planned_bytes == 7976 + 4096 + 1024 == report.measured_peak_bytes
+    assert parse_report(report.to_json()).planned_bytes == 13096
