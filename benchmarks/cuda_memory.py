@@ -22,16 +22,16 @@ Measured on an NVIDIA H100 80GB HBM3 (sm_90, driver 580.159.04), one run of
 on the GPU, max abs diff 0.0; no allocation past the counter, no unknown free; no kernel
 workspace in any of these builds):
 
-    model            point    strategy           planned B   measured peak B  peak/planned  peak/stock
-    resnet18         224x224  tvm-stock          7,432,096   7,225,344        0.972         1.000
-    resnet18         224x224  best-fit           6,426,528   6,426,528        1.000         0.889
-    resnet18         224x224  best-fit+rewrites  4,018,080   4,018,080        1.000         0.556
-    gpt2 (2 layers)  seq 128  tvm-stock          1,983,616   1,966,080        0.991         1.000
-    gpt2 (2 layers)  seq 128  best-fit           1,720,320   1,720,320        1.000         0.875
-    gpt2 (2 layers)  seq 128  best-fit+rewrites  1,458,176   1,458,176        1.000         0.742
-    gpt2 (2 layers)  seq 512  tvm-stock          12,325,376  12,058,624       0.978         1.000
-    gpt2 (2 layers)  seq 512  best-fit           11,798,528  11,798,528       1.000         0.978
-    gpt2 (2 layers)  seq 512  best-fit+rewrites  8,650,752   8,650,752        1.000         0.717
+    model     point    strategy             planned B     peak B  peak/plan  peak/stock
+    resnet18  224x224  tvm-stock            7,432,096  7,225,344      0.972       1.000
+    resnet18  224x224  best-fit             6,426,528  6,426,528      1.000       0.889
+    resnet18  224x224  best-fit+rewrites    4,018,080  4,018,080      1.000       0.556
+    gpt2 2L   seq 128  tvm-stock            1,983,616  1,966,080      0.991       1.000
+    gpt2 2L   seq 128  best-fit             1,720,320  1,720,320      1.000       0.875
+    gpt2 2L   seq 128  best-fit+rewrites    1,458,176  1,458,176      1.000       0.742
+    gpt2 2L   seq 512  tvm-stock           12,325,376 12,058,624      0.978       1.000
+    gpt2 2L   seq 512  best-fit            11,798,528 11,798,528      1.000       0.978
+    gpt2 2L   seq 512  best-fit+rewrites    8,650,752  8,650,752      1.000       0.717
 
 A Peakwatch plan is one arena held through the call plus the outputs, so its measured peak
 is its planned bytes to the byte; tvm-stock's storages (whose sum is its planned bytes, and
