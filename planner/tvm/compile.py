@@ -148,6 +148,7 @@ def compile_model(
     # differently and are not looked into.
     temporaries = KernelTemporaries([], [])
     can_lift = tgt.kind.name in ("llvm", "c")
+    gpu = "gpu" in tgt.keys
     if can_lift:
         temporaries = lift_kernel_temporaries(lowered, network.entry, bounds=bounds)[1]
     variants = {
@@ -156,8 +157,12 @@ def compile_model(
     }
     variants[Variant.REPO] = variants[Variant.PLAIN]
     if any(s.variant is Variant.REWRITES for s in chosen):
+        # A GPU schedule computes pooling padding inline and keeps kernel temporaries in
+        # shared and local memory; one it leaves in global memory is not lifted, since the
+        # kernel's blocks run concurrently, not one after another as lifting times them
+        # (find_rewrites lists such kernels on the report).
         inlined, _ = inline_pool_padding(lowered) if can_lift else (lowered, [])
-        lift = can_lift if lift_temporaries is None else lift_temporaries
+        lift = can_lift if lift_temporaries is None else lift_temporaries and not gpu
         variants[Variant.REWRITES] = _prepare(inlined, network.entry, bounds, lift)
     reordered = {
         kind: _in_chosen_order(variants[kind], network.entry, bounds)
@@ -498,7 +503,10 @@ def _plan_and_build(
 
 def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, seed: int):
     """Offsets, height, seconds, dropped calls and module of ``base`` after the rewrites,
-    and the merged problem (None where the rewrites were rejected)."""
+    and the merged problem (None where the rewrites were rejected).
+
+    The report always says what became of the rewrites: those made, and each one found
+    but not made with the reason (``skipped``), or why there was none to make."""
     extraction = variant.planned
     problem = extraction.problem()
     rewrites = find_rewrites(variant.module, variant.by_binding or extraction)
@@ -506,6 +514,10 @@ def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, se
     report.rewritten_lower_bound_bytes = _align(lower_bound(merged)) if merged.buffers else 0
     solution = library.solve(merged, base, seed=seed)
     plain = library.solve(problem, base, seed=seed)
+    made = bool(rewrites.inplace or rewrites.concats or rewrites.dropped)
+    skipped = list(rewrites.skipped)
+    if not made and not skipped:
+        skipped.append({"rewrite": "in-place and concat elision", "reason": _NONE_FOUND})
     # Merging lengthens lifetimes; where that costs more than it saves, keep the plain
     # plan (same base strategy) rather than report a rewrite that made things worse.
     if solution.height <= plain.height:
@@ -517,7 +529,7 @@ def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, se
             "concat_copies_removed": rewrites.concat_copies_removed,
             "concat_bytes_saved": rewrites.concat_bytes_saved,
             "concat_copies_left": rewrites.concat_copies_left,
-            "skipped": rewrites.skipped,
+            "skipped": skipped,
         }
         module = rewrite_kernels(variant.module, extraction.function, rewrites)
         return (
@@ -528,9 +540,31 @@ def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, se
             module,
             merged,
         )
-    report.rewrites = {**_no_rewrites(), "rejected": "merged plan was not smaller"}
+    rejected = (
+        f"the {base} plan with them was not smaller "
+        f"({_align(solution.height):,} B against {_align(plain.height):,} B)"
+    )
+    report.rewrites = {
+        **_no_rewrites(),
+        "rejected": "merged plan was not smaller",
+        "skipped": [
+            *skipped,
+            {
+                "rewrite": f"{len(rewrites.inplace)} in-place writes and "
+                f"{len(rewrites.concats)} concatenations",
+                "reason": rejected,
+            },
+        ],
+    }
     report.rewritten_lower_bound_bytes = _bound_of(extraction)
     return plain.offsets, plain.height, plain.seconds, set(), variant.module, None
+
+
+#: Why a +rewrites report lists nothing made and nothing skipped.
+_NONE_FOUND = (
+    "none applies: no kernel call makes a tensor over an input that dies at that call and "
+    "is at least as large, and no concatenation's output is a planned intermediate"
+)
 
 
 def _no_rewrites() -> dict:

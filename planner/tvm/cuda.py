@@ -17,6 +17,7 @@ it in the job's own sandbox, so "online" means a job can reach the GPU.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import resource
@@ -95,7 +96,6 @@ def compile_callback(code: str, target=None) -> bytes:
     """TVM's ``tvm_callback_cuda_compile``: NVRTC for the architecture the target names (or
     the one this process was set up for), never device 0's."""
     import tvm
-    from tvm.support import nvcc
 
     target = target if target is not None else tvm.target.Target.current(allow_none=True)
     named = str(target.attrs.get("arch", "")) if target is not None else ""
@@ -110,9 +110,18 @@ def compile_callback(code: str, target=None) -> bytes:
         os.environ["CUDA_PATH"] = str(headers)
     if headers is not None and os.environ["CUDA_PATH"] == str(headers):
         options.append(f"-I{headers / 'include' / 'cccl'}")
-    return nvcc.compile_cuda(
-        code, target_format="cubin", arch=arch, options=options or None, compiler="nvrtc"
-    )
+    return _nvrtc(code, arch, tuple(options))
+
+
+@functools.lru_cache(maxsize=64)
+def _nvrtc(code: str, arch: str, options: tuple[str, ...]) -> bytes:
+    # Strategies of one model share most kernels' source: each is compiled once.
+    from tvm.support import nvcc
+
+    return bytes(nvcc.compile_cuda(
+        code, target_format="cubin", arch=arch, options=list(options) or None,
+        compiler="nvrtc",
+    ))
 
 
 def pip_cuda_headers() -> Path | None:

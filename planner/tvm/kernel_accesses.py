@@ -8,7 +8,9 @@ from the statements themselves: the ``BufferLoad`` s in a block's body and init,
 
 Legalised kernels are a sequence of serial loop nests, each around one block; anything else
 (shared loops, parallel or vectorised loops, ``if`` statements around blocks) is reported as
-unknown, and callers refuse to share memory inside such a kernel.
+unknown, and callers refuse to share memory inside such a kernel. Kernels scheduled for a
+GPU (thread-bound loops) are read by :func:`gpu_kernel` and proven by
+:func:`gpu_store_over_source`, thread by thread (see the section on them below).
 
 Three proofs that ``target`` may be written into the bytes of ``source`` (at ``delta``
 bytes from the start of ``source``), weakest assumption first:
@@ -25,7 +27,7 @@ bytes from the start of ``source``), weakest assumption first:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import tvm
@@ -188,6 +190,19 @@ def kernel_nests(kernel: tvm.tirx.PrimFunc) -> list[Nest] | None:
             return None
         nests.append(Nest(loops, stmt, [*init_loads, *loads], stores, init_stores))
     return nests
+
+
+def block_accesses(block: SBlock) -> tuple[list, list] | None:
+    """The loads and stores of ``block``'s body and init, or None if it holds statements
+    the visitor does not know."""
+    try:
+        loads, stores = _collect(block.body)
+        init_loads, init_stores = _collect(block.init)
+    except _Unknown:
+        return None
+    if _has_inner_block(block.body):
+        return None
+    return [*init_loads, *loads], [*init_stores, *stores]
 
 
 def block_touches(block: SBlock, buffer) -> bool:
@@ -484,3 +499,508 @@ def store_over_source_safe(
     if trace_proof(nests, source, target, delta):
         return "trace"
     return None
+
+
+# --- Kernels scheduled for a GPU ---------------------------------------------------------
+#
+# TVM's CUDA pipeline schedules every kernel (dlight) before memory is planned: loops are
+# bound to blocks and threads, split, vectorised, and values staged through shared and
+# local memory. The serial-nest model above does not apply, and order in the text is not
+# order in time: a kernel's threads run concurrently. What is still known for certain:
+#
+# - each top-level thread-bound statement of the kernel becomes its own launch
+#   (``SplitHostDevice``), and launches on one stream run one after another;
+# - within one launch, one thread (a value of every thread index, and of the lane of a
+#   vectorised loop) runs its statements in program order.
+#
+# So ``target`` may be written into ``source``'s bytes when, for every byte they share,
+# either every access of it as ``source`` is in an earlier launch than every write of it
+# as ``target``, or, in the one launch where both happen, a single thread makes all of
+# them, writing only after its last access of ``source``. That is decided exhaustively,
+# point by point, for static shapes, from the loads and stores the statements make. An
+# access whose thread cannot be told (a statement outside a thread loop runs in every
+# thread of it) counts for every thread, so it only ever refuses.
+
+_THREAD_BINDING = 4
+_VECTORIZED = 2
+_UNROLLED = 3
+
+
+@dataclass
+class GpuAccess:
+    """One load or store of a kernel parameter, with everything that says who makes it
+    and when."""
+
+    buffer: object
+    indices: list
+    store: bool
+    launch: int
+    #: Enclosing loops, outermost first.
+    loops: list
+    #: (block iterator, its binding) of every enclosing block, outermost first.
+    bindings: list
+    #: The enclosing blocks' predicates (``T.where``).
+    predicates: list
+    #: Where in its thread's program the access happens, loops at their first iteration.
+    time: int
+    #: Whether the enclosing block reduces across threads (a cross-thread reduction,
+    #: whose result is written by whichever thread TVM picks).
+    cross_thread: bool = False
+
+
+@dataclass
+class GpuKernel:
+    """A GPU-scheduled kernel's launches and the accesses of its parameters, or why it
+    could not be read (``unknown``; every proof then refuses)."""
+
+    params: list
+    #: Per launch: thread tag -> extent.
+    launches: list[dict[str, int]]
+    accesses: list[GpuAccess]
+    unknown: str = ""
+
+    def launches_touching(self, buffer) -> list[int]:
+        return sorted({a.launch for a in self.accesses if a.buffer.same_as(buffer)})
+
+    def launches_storing(self, buffer) -> list[int]:
+        return sorted({a.launch for a in self.accesses if a.store and a.buffer.same_as(buffer)})
+
+    def first_write(self, buffer) -> int:
+        found = self.launches_storing(buffer)
+        return found[0] if found else len(self.launches)
+
+    def last_access(self, buffer) -> int:
+        found = self.launches_touching(buffer)
+        return found[-1] if found else -1
+
+
+def is_gpu_kernel(kernel: tvm.tirx.PrimFunc) -> bool:
+    """Whether any loop of ``kernel`` is bound to a GPU block or thread index."""
+    found = []
+
+    def visit(node) -> None:
+        if found or node is None:
+            return
+        if isinstance(node, tvm.tirx.For):
+            if int(node.kind) == _THREAD_BINDING:
+                found.append(node)
+                return
+            visit(node.body)
+        elif isinstance(node, tvm.tirx.SeqStmt):
+            for child in node.seq:
+                visit(child)
+        elif isinstance(node, SBlockRealize):
+            visit(node.block.body)
+        elif isinstance(node, tvm.tirx.IfThenElse):
+            visit(node.then_case)
+            visit(node.else_case)
+        elif isinstance(node, tvm.tirx.AttrStmt):
+            visit(node.body)
+
+    visit(kernel.body)
+    return bool(found)
+
+
+def gpu_kernel(kernel: tvm.tirx.PrimFunc) -> GpuKernel:
+    """The launches and parameter accesses of a GPU-scheduled ``kernel``."""
+    params = list(kernel.params)
+    result = GpuKernel(params, [], [])
+    try:
+        _read_gpu_kernel(kernel, result)
+    except _Unknown as exc:
+        result.unknown = str(exc)
+        result.accesses = []
+    return result
+
+
+def _read_gpu_kernel(kernel: tvm.tirx.PrimFunc, result: GpuKernel) -> None:
+    body = kernel.body
+    if not isinstance(body, SBlockRealize):
+        raise _Unknown("a kernel body that is not one root block")
+    root = body.block
+    if list(root.match_buffers) or root.init is not None:
+        raise _Unknown("buffer views in the root block")
+    # Buffers the kernel allocates for itself (shared, local) cannot alias a parameter.
+    allocated: list = list(root.alloc_buffers)
+    top = root.body
+    stmts = list(top.seq) if isinstance(top, tvm.tirx.SeqStmt) else [top]
+    walk = _GpuWalk(result, allocated)
+    for launch, stmt in enumerate(stmts):
+        if not (isinstance(stmt, tvm.tirx.For) and int(stmt.kind) == _THREAD_BINDING):
+            raise _Unknown("a statement outside every thread-bound loop")
+        walk.threads = {}
+        walk.visit(stmt, _Where(launch))
+        result.launches.append(walk.threads)
+    for access in result.accesses:
+        buffer = access.buffer
+        if not any(buffer.same_as(p) for p in result.params) and not any(
+            buffer.same_as(a) for a in allocated
+        ):
+            raise _Unknown(f"an access of {buffer.name}, neither a parameter nor allocated")
+
+
+def _duration(node, memo: dict[int, int]) -> int:
+    """How many steps of one thread's program ``node`` takes (thread and lane loops do not
+    repeat it within a thread; an ``if`` is counted with both branches)."""
+    if node is None:
+        return 0
+    # By the node's address (its hash): each access makes a new Python wrapper.
+    key = hash(node)
+    if key in memo:
+        return memo[key]
+    if isinstance(node, tvm.tirx.For):
+        body = _duration(node.body, memo)
+        kind = int(node.kind)
+        if kind in (_THREAD_BINDING, _VECTORIZED):
+            value = body
+        elif kind in (_SERIAL, _UNROLLED):
+            value = _static([node.extent])[0] * body
+        else:
+            raise _Unknown(f"a {tvm.tirx.ForKind(kind).name.lower()} loop")
+    elif isinstance(node, tvm.tirx.SeqStmt):
+        value = sum(_duration(child, memo) for child in node.seq)
+    elif isinstance(node, SBlockRealize):
+        value = _duration(node.block.init, memo) + _duration(node.block.body, memo)
+    elif isinstance(node, tvm.tirx.BufferStore):
+        value = 2  # its loads, then the store
+    elif isinstance(node, tvm.tirx.IfThenElse):
+        value = 1 + _duration(node.then_case, memo) + _duration(node.else_case, memo)
+    elif isinstance(node, tvm.tirx.AttrStmt):
+        value = _duration(node.body, memo)
+    elif isinstance(node, tvm.tirx.AllocBuffer):
+        value = 0
+    else:
+        raise _Unknown(type(node).__name__)
+    memo[key] = value
+    return value
+
+
+def _expr_loads(expr) -> list:
+    loads: list = []
+    stores: list = []
+    _visit(expr, loads, stores)
+    if stores:
+        raise _Unknown("a store inside an expression")
+    return loads
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where a statement sits: its launch, loops, blocks and first step in time."""
+
+    launch: int
+    loops: tuple = ()
+    bindings: tuple = ()
+    predicates: tuple = ()
+    time: int = 0
+    cross_thread: bool = False
+
+    def at(self, time: int) -> _Where:
+        return replace(self, time=time)
+
+
+class _GpuWalk:
+    def __init__(self, result: GpuKernel, allocated: list):
+        self.result = result
+        self.allocated = allocated
+        self.threads: dict[str, int] = {}
+        self.memo: dict[int, int] = {}
+
+    def visit(self, node, where: _Where) -> None:
+        if node is None:
+            return
+        if isinstance(node, tvm.tirx.For):
+            self._loop(node, where)
+            return
+        if any(int(loop.kind) == _VECTORIZED for loop in where.loops) and not isinstance(
+            node, SBlockRealize | tvm.tirx.BufferStore
+        ):
+            raise _Unknown("control flow inside a vectorised loop")
+        if isinstance(node, tvm.tirx.SeqStmt):
+            time = where.time
+            for child in node.seq:
+                self.visit(child, where.at(time))
+                time += _duration(child, self.memo)
+        elif isinstance(node, tvm.tirx.AttrStmt):
+            self.visit(node.body, where)
+        elif isinstance(node, tvm.tirx.AllocBuffer):
+            self.allocated.append(node.buffer)
+        elif isinstance(node, tvm.tirx.IfThenElse):
+            # Both branches count, as if both ran: more accesses only ever refuse more.
+            self._loads(_expr_loads(node.condition), where)
+            self.visit(node.then_case, where.at(where.time + 1))
+            self.visit(
+                node.else_case, where.at(where.time + 1 + _duration(node.then_case, self.memo))
+            )
+        elif isinstance(node, SBlockRealize):
+            self._block(node, where)
+        elif isinstance(node, tvm.tirx.BufferStore):
+            self._loads([*_expr_loads(node.value), *_expr_loads(list(node.indices))], where)
+            self.result.accesses.append(
+                GpuAccess(node.buffer, list(node.indices), True, where.launch,
+                          list(where.loops), list(where.bindings), list(where.predicates),
+                          where.time + 1, where.cross_thread)
+            )
+        else:
+            raise _Unknown(type(node).__name__)
+
+    def _loop(self, loop: tvm.tirx.For, where: _Where) -> None:
+        kind = int(loop.kind)
+        step = getattr(loop, "step", None)
+        if step is not None and not (isinstance(step, tvm.tirx.IntImm) and int(step) == 1):
+            raise _Unknown("a loop with a step")
+        _static([loop.min, loop.extent])
+        if kind == _THREAD_BINDING:
+            tag = str(loop.thread_binding.thread_tag)
+            extent = int(loop.extent)
+            if self.threads.setdefault(tag, extent) != extent:
+                raise _Unknown(f"{tag} bound with two extents")
+        elif kind not in (_SERIAL, _UNROLLED, _VECTORIZED):
+            raise _Unknown(f"a {tvm.tirx.ForKind(kind).name.lower()} loop")
+        if any(int(outer.kind) == _VECTORIZED for outer in where.loops):
+            raise _Unknown("a loop inside a vectorised loop")
+        self.visit(loop.body, replace(where, loops=(*where.loops, loop)))
+
+    def _block(self, realize: SBlockRealize, where: _Where) -> None:
+        block = realize.block
+        if list(block.match_buffers):
+            raise _Unknown("buffer views in a block")
+        self.allocated.extend(block.alloc_buffers)
+        pairs = list(zip(block.iter_vars, realize.iter_values, strict=True))
+        if [ld for _, value in pairs for ld in _expr_loads(value)] or _expr_loads(
+            realize.predicate
+        ):
+            raise _Unknown("a block binding read from memory")
+        threaded = _thread_vars(where.loops)
+        inner = replace(
+            where,
+            bindings=(*where.bindings, *((iv.var, value) for iv, value in pairs)),
+            predicates=(*where.predicates, realize.predicate),
+            # A reduction over a thread index is combined across threads, and its result
+            # stored by whichever thread TVM's lowering picks.
+            cross_thread=where.cross_thread or any(
+                int(iv.iter_type) == _REDUCE and _uses(value, threaded) for iv, value in pairs
+            ),
+        )
+        self.visit(block.init, inner)
+        self.visit(block.body, inner.at(where.time + _duration(block.init, self.memo)))
+
+    def _loads(self, loads, where: _Where) -> None:
+        for load in loads:
+            self.result.accesses.append(
+                GpuAccess(load_buffer(load), list(load.indices), False, where.launch,
+                          list(where.loops), list(where.bindings), list(where.predicates),
+                          where.time, where.cross_thread)
+            )
+
+
+def _thread_vars(loops) -> list:
+    return [loop.loop_var for loop in loops if int(loop.kind) == _THREAD_BINDING]
+
+
+def _uses(expr, variables) -> bool:
+    if isinstance(expr, tvm.tirx.Var):
+        return any(expr.same_as(v) for v in variables)
+    if isinstance(expr, _BINARY_NODES):
+        return _uses(expr.a, variables) or _uses(expr.b, variables)
+    if isinstance(expr, tvm.tirx.Cast):
+        return _uses(expr.value, variables)
+    if isinstance(expr, tvm.tirx.IntImm):
+        return False
+    return True  # anything else may use them
+
+
+def gpu_store_over_source(
+    kernel: GpuKernel, source, target, delta: int = 0
+) -> tuple[str | None, str]:
+    """Whether ``target`` may be written ``delta`` bytes into ``source`` in a GPU kernel:
+    (the proof, "") or (None, why not)."""
+    if kernel.unknown:
+        return None, f"its GPU schedule has {kernel.unknown}, which the analysis does not model"
+    if source.same_as(target):
+        return None, "one parameter"
+    writes = kernel.launches_storing(target)
+    if not writes:
+        return None, f"the kernel does not write {target.name}"
+    touches = kernel.launches_touching(source)
+    if not touches or touches[-1] < writes[0]:
+        return "order", ""
+    try:
+        return _gpu_trace(kernel, source, target, delta)
+    except _Unknown as exc:
+        return None, f"its accesses cannot be evaluated: {exc}"
+
+
+def _gpu_trace(kernel: GpuKernel, source, target, delta: int) -> tuple[str | None, str]:
+    source_shape, target_shape = _static(source.shape), _static(target.shape)
+    if not (_plain(source) and _plain(target)) or delta < 0:
+        return None, "a strided or offset buffer"
+    s_item, t_item = _itemsize(source), _itemsize(target)
+    s_bytes = math.prod(source_shape) * s_item
+    t_bytes = math.prod(target_shape) * t_item
+    unit = math.gcd(s_item, t_item, delta) if delta else math.gcd(s_item, t_item)
+    lo, hi = delta, min(s_bytes, delta + t_bytes)
+    if hi <= lo:
+        return "trace", ""
+    count = (hi - lo) // unit
+    big = np.iinfo(np.int64).max
+    last_source_launch = np.full(count, -1, dtype=np.int64)
+    first_write_launch = np.full(count, big, dtype=np.int64)
+    bad: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for launch in range(len(kernel.launches)):
+        relevant = [
+            a for a in kernel.accesses
+            if a.launch == launch
+            and (a.buffer.same_as(source) or (a.store and a.buffer.same_as(target)))
+        ]
+        if not relevant:
+            continue
+        src_tid_min = np.full(count, big, dtype=np.int64)
+        src_tid_max = np.full(count, -1, dtype=np.int64)
+        src_time_max = np.full(count, -1, dtype=np.int64)
+        dst_tid_min = np.full(count, big, dtype=np.int64)
+        dst_tid_max = np.full(count, -1, dtype=np.int64)
+        dst_time_min = np.full(count, big, dtype=np.int64)
+        for access in relevant:
+            is_source = access.buffer.same_as(source)
+            if not is_source and access.cross_thread:
+                raise _Unknown("a cross-thread reduction writing the output")
+            if is_source and access.store and access.cross_thread:
+                raise _Unknown("a cross-thread reduction writing the input")
+            shape, item = (source_shape, s_item) if is_source else (target_shape, t_item)
+            tid, when, env, points = _gpu_points(access, kernel.launches[launch])
+            starts = _bytes(access.indices, shape, item, env, points)
+            if not is_source:
+                starts = starts + delta
+            mask = _predicate_mask(access.predicates, env, points)
+            starts, tid, when = starts[mask], tid[mask], when[mask]
+            for part in range(0, item, unit):
+                at = starts + part
+                inside = (at >= lo) & (at < hi)
+                slots = (at[inside] - lo) // unit
+                if is_source:
+                    np.minimum.at(src_tid_min, slots, tid[inside])
+                    np.maximum.at(src_tid_max, slots, tid[inside])
+                    np.maximum.at(src_time_max, slots, when[inside])
+                    np.maximum.at(last_source_launch, slots, launch)
+                else:
+                    np.minimum.at(dst_tid_min, slots, tid[inside])
+                    np.maximum.at(dst_tid_max, slots, tid[inside])
+                    np.minimum.at(dst_time_min, slots, when[inside])
+                    np.minimum.at(first_write_launch, slots, launch)
+        both = (src_tid_max >= 0) & (dst_tid_max >= 0)
+        one_thread = (
+            (src_tid_min == src_tid_max) & (dst_tid_min == dst_tid_max)
+            & (src_tid_min == dst_tid_min)
+        )
+        bad[launch] = (both & ~one_thread, both & one_thread & (src_time_max >= dst_time_min))
+    shared = (last_source_launch >= 0) & (first_write_launch < big)
+    if np.any(shared & (last_source_launch > first_write_launch)):
+        return None, (f"a later launch of the kernel reads {source.name} after "
+                      f"{target.name} is written over it")
+    for launch, (other_threads, too_early) in bad.items():
+        here = shared & (last_source_launch == launch) & (first_write_launch == launch)
+        if np.any(other_threads & here):
+            return None, (f"GPU threads write {target.name} over bytes of {source.name} "
+                          "that other threads read, concurrently")
+        if np.any(too_early & here):
+            return None, f"a thread writes {target.name} before it last reads {source.name}"
+    return "trace", ""
+
+
+def _gpu_points(access: GpuAccess, threads: dict[str, int]):
+    """(thread id, time, environment, count) of every point at which ``access`` runs."""
+    dims: list[tuple[object, int, int]] = []  # (variable or tag, min, extent)
+    aliases: list[tuple[object, object]] = []
+    seen_tags: dict[str, object] = {}
+    lanes: list[tuple[object, int]] = []
+    serial: list[tuple[object, int]] = []  # (variable, time stride)
+    memo: dict[int, int] = {}
+    for loop in access.loops:
+        kind = int(loop.kind)
+        low, extent = _static([loop.min, loop.extent])
+        if kind == _THREAD_BINDING:
+            tag = str(loop.thread_binding.thread_tag)
+            if tag in seen_tags:
+                # The same hardware index bound again (a cooperative fetch): one value.
+                aliases.append((loop.loop_var, seen_tags[tag]))
+                continue
+            seen_tags[tag] = loop.loop_var
+            dims.append((loop.loop_var, low, extent))
+        else:
+            dims.append((loop.loop_var, low, extent))
+            if kind == _VECTORIZED:
+                lanes.append((loop.loop_var, extent))
+            else:
+                serial.append((loop.loop_var, _duration(loop.body, memo)))
+    # A statement outside a thread loop runs in every thread of that index.
+    free = [(tag, 0, extent) for tag, extent in sorted(threads.items()) if tag not in seen_tags]
+    dims += free
+    points = math.prod(extent for _, _, extent in dims) if dims else 1
+    if points > TRACE_LIMIT:
+        raise _Unknown(f"{points:,} points, beyond the limit of {TRACE_LIMIT:,}")
+    env: dict = {}
+    inner = points
+    values: dict[int, np.ndarray] = {}
+    for index, (key, low, extent) in enumerate(dims):
+        inner //= extent
+        values[index] = (np.arange(points, dtype=np.int64) // inner) % extent + low
+        if not isinstance(key, str):
+            env[key] = values[index]
+    for var, same in aliases:
+        env[var] = env[same]
+    tags = dict(seen_tags)
+    tid = np.zeros(points, dtype=np.int64)
+    for tag in sorted(threads):
+        extent = threads[tag]
+        if tag in tags:
+            value = env[tags[tag]]
+        else:
+            index = next(i for i, (key, _, _) in enumerate(dims) if key == tag)
+            value = values[index]
+        tid = tid * extent + value
+    for var, extent in lanes:
+        tid = tid * extent + env[var]
+    when = np.full(points, access.time, dtype=np.int64)
+    for var, stride in serial:
+        when = when + env[var] * stride
+    for var, value in access.bindings:
+        env[var] = np.broadcast_to(_evaluate(value, env), (points,))
+    return tid, when, env, points
+
+
+def _predicate_mask(predicates, env: dict, points: int) -> np.ndarray:
+    """Where every predicate holds; a predicate that cannot be evaluated holds everywhere
+    (assuming more accesses only ever refuses)."""
+    mask = np.ones(points, dtype=bool)
+    for predicate in predicates:
+        try:
+            mask &= np.broadcast_to(_evaluate_bool(predicate, env), (points,))
+        except _Unknown:
+            continue
+    return mask
+
+
+_COMPARE = {
+    tvm.tirx.LT: np.less,
+    tvm.tirx.LE: np.less_equal,
+    tvm.tirx.GT: np.greater,
+    tvm.tirx.GE: np.greater_equal,
+    tvm.tirx.EQ: np.equal,
+    tvm.tirx.NE: np.not_equal,
+}
+
+
+def _evaluate_bool(expr, env: dict):
+    if isinstance(expr, tvm.tirx.IntImm):
+        return np.bool_(int(expr) != 0)
+    if isinstance(expr, tvm.tirx.And):
+        return np.logical_and(_evaluate_bool(expr.a, env), _evaluate_bool(expr.b, env))
+    if isinstance(expr, tvm.tirx.Or):
+        return np.logical_or(_evaluate_bool(expr.a, env), _evaluate_bool(expr.b, env))
+    if isinstance(expr, tvm.tirx.Not):
+        return np.logical_not(_evaluate_bool(expr.a, env))
+    for kind, compare in _COMPARE.items():
+        if isinstance(expr, kind):
+            return compare(_evaluate(expr.a, env), _evaluate(expr.b, env))
+    raise _Unknown(f"predicate {type(expr).__name__}")

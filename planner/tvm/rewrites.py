@@ -20,6 +20,13 @@ group; the planner then places groups instead of tensors.
 Every merge is checked pairwise (:meth:`Rewrites.merge`): two tensors may share bytes while
 both are live only where a proof covers that pair, so merges that are fine one at a time
 cannot combine into an overlap nobody proved.
+
+On a GPU (kernels TVM's CUDA pipeline scheduled with dlight before memory is planned) the
+proofs are made thread by thread on the scheduled kernel, and a merged kernel reads and
+writes through one pointer (:func:`share_pointer`): TVM marks every CUDA kernel pointer
+``__restrict__`` whatever ``tirx.noalias`` says. Pooling padding and kernel temporaries
+need nothing there (the schedule computes padding inline and keeps temporaries in shared
+and local memory). What is not made is listed with its reason (``Rewrites.skipped``).
 """
 
 from __future__ import annotations
@@ -27,18 +34,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import tvm
+import tvm_ffi
 from tvm import relax, s_tir
 
 from planner.problem import Buffer, Problem
 from planner.tvm.compat import SBlock, SBlockRealize, region_buffer
 from planner.tvm.extract import ARENA_ALIGNMENT, Extraction, bindings_of
 from planner.tvm.kernel_accesses import (
+    GpuKernel,
     Nest,
+    block_accesses,
+    gpu_kernel,
+    gpu_store_over_source,
+    is_gpu_kernel,
     kernel_nests,
     load_buffer,
     store_over_source_safe,
 )
 from planner.tvm.kernel_temps import kernel_blocks
+
+# 0.27 loads and block regions are ``tvm.ir.TensorLoad``/``TensorRegion``; earlier,
+# ``tirx.BufferLoad``/``BufferRegion`` (the constructors of both keep those names).
+_LOAD = getattr(tvm.ir, "TensorLoad", None) or tvm.tirx.BufferLoad
+_REGION = getattr(tvm.ir, "TensorRegion", None) or tvm.tirx.BufferRegion
 
 
 @dataclass
@@ -58,6 +76,9 @@ class Rewrites:
     concat_copies_removed: int = 0
     concat_bytes_saved: int = 0
     concat_copies_left: int = 0
+    #: binding index -> (kept, dropped) parameter pairs: the kernel writes and reads the
+    #: dropped parameter through the kept one's pointer (both sit at one address)
+    shared: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     #: rewrites found but not made, each with the reason
     skipped: list[dict] = field(default_factory=list)
     #: (tensor, lower, upper, size) of every tensor, for checking merges; empty: unchecked
@@ -221,18 +242,92 @@ def concat_slots(kernel: tvm.tirx.PrimFunc, nests: list[Nest] | None = None) -> 
         or not all(i.same_as(v) for i, v in zip(store.indices, iter_vars, strict=True))
     ):
         return None
+    return _concat_layout(
+        params, store, nest.loads, out_index, index, nest.block.name_hint, len(nests) == 1
+    )
+
+
+def gpu_concat_slots(kernel: tvm.tirx.PrimFunc) -> ConcatSlots | None:
+    """The concatenation a GPU-scheduled kernel is, when that is all it is.
+
+    Only a kernel of one ``T_concat`` block is taken (its call is then dropped, so how its
+    loops were scheduled does not matter): a schedule runs every instance of a block's
+    iteration domain once, so a block whose spatial domain is the output's shape and that
+    stores at its iterators writes every output element once. A concatenation fused with
+    other work is inlined into it by the GPU schedule and never materialised.
+    """
+    blocks = kernel_blocks(kernel)
+    if not blocks or len(blocks) != 1 or not blocks[0].name_hint.startswith("T_concat"):
+        return None
+    block = blocks[0]
+    accesses = block_accesses(block)
+    if accesses is None or block.init is not None:
+        return None
+    loads, stores = accesses
+    if len(stores) != 1:
+        return None
+    (store,) = stores
+    params = list(kernel.params)
+    out_index = next((i for i, p in enumerate(params) if p.same_as(store.buffer)), None)
+    out_shape = _ints(store.buffer.shape)
+    if out_index is None or out_shape is None:
+        return None
+    # The schedule may drop iterators of extent 1 (the store indexes those dimensions at
+    # 0); every iterator left is spatial and stores along one dimension, over all of it.
+    indices = list(store.indices)
+    iterators = [iv.var for iv in block.iter_vars]
+    if len(indices) != len(out_shape) or not all(
+        any(index.same_as(v) for v in iterators)
+        for index in indices
+        if not isinstance(index, tvm.tirx.IntImm)
+    ):
+        return None
+    for iv in block.iter_vars:
+        dims = [d for d, index in enumerate(indices) if index.same_as(iv.var)]
+        if (
+            int(iv.iter_type) != 0
+            or len(dims) != 1
+            or _ints([iv.dom.min, iv.dom.extent]) != [0, out_shape[dims[0]]]
+        ):
+            return None
+    return _concat_layout(params, store, loads, out_index, 0, block.name_hint, True)
+
+
+def _concat_layout(
+    params, store, loads, out_index: int, nest: int, name: str, whole: bool
+) -> ConcatSlots | None:
+    """The slots of a concatenation ``store`` makes from ``loads``: it stores at distinct
+    variables, or at 0 along a dimension of extent 1, and each load reads at the same
+    indices but for one dimension shifted by a constant."""
+    out = store.buffer
+    out_shape = _ints(out.shape)
+    indices = list(store.indices)
+    if out_shape is None or len(indices) != len(out_shape):
+        return None
+    for dim, index in enumerate(indices):
+        fixed = isinstance(index, tvm.tirx.IntImm) and int(index) == 0 and out_shape[dim] == 1
+        if not fixed and not (
+            isinstance(index, tvm.tirx.Var)
+            and sum(1 for other in indices if other.same_as(index)) == 1
+        ):
+            return None
     slots: dict[int, int] = {}  # parameter index -> start along the axis
     axis = None
-    for load in nest.loads:
+    for load in loads:
         param = next((i for i, p in enumerate(params) if p.same_as(load_buffer(load))), None)
-        if param is None or param == out_index or len(load.indices) != len(iter_vars):
+        if param is None or param == out_index or len(load.indices) != len(indices):
             return None
         shift = None
-        for dim, (idx, var) in enumerate(zip(load.indices, iter_vars, strict=True)):
-            if idx.same_as(var):
+        for dim, (idx, var) in enumerate(zip(load.indices, indices, strict=True)):
+            if idx.same_as(var) or (
+                isinstance(var, tvm.tirx.IntImm)
+                and isinstance(idx, tvm.tirx.IntImm)
+                and int(idx) == int(var)
+            ):
                 continue
             if (
-                isinstance(idx, tvm.tirx.Sub)
+                isinstance(var, tvm.tirx.Var)
+                and isinstance(idx, tvm.tirx.Sub)
                 and idx.a.same_as(var)
                 and isinstance(idx.b, tvm.tirx.IntImm)
                 and shift is None
@@ -272,7 +367,7 @@ def concat_slots(kernel: tvm.tirx.PrimFunc, nests: list[Nest] | None = None) -> 
         at += shape[axis]
     if at != out_shape[axis]:
         return None
-    return ConcatSlots(index, nest.block.name_hint, out_index, tuple(placed), len(nests) == 1)
+    return ConcatSlots(nest, name, out_index, tuple(placed), whole)
 
 
 def _ints(dims) -> list[int] | None:
@@ -340,22 +435,64 @@ def _retarget_calls(func: relax.Function, renamed) -> relax.Function:
     )
 
 
-def _first_write(nests: list[Nest], buffer) -> int:
+def _first_write(nests: list[Nest] | GpuKernel, buffer) -> int:
+    """The first nest (CPU) or launch (GPU) that writes ``buffer``."""
+    if isinstance(nests, GpuKernel):
+        return nests.first_write(buffer)
     return next((i for i, n in enumerate(nests) if n.stored(buffer)), len(nests))
 
 
-def _last_access(nests: list[Nest], buffer) -> int:
+def _last_access(nests: list[Nest] | GpuKernel, buffer) -> int:
+    """The last nest (CPU) or launch (GPU) that reads or writes ``buffer``."""
+    if isinstance(nests, GpuKernel):
+        return nests.last_access(buffer)
     return max((i for i, n in enumerate(nests) if n.touches(buffer)), default=-1)
 
 
-def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
+#: Why a GPU kernel cannot take an output at another place than its input's own address:
+#: its pointers are all ``__restrict__`` (see :func:`find_rewrites`).
+_GPU_SHIFT = (
+    "on a GPU an output shares only its input's own address (one pointer); a kernel's "
+    "pointers may not alias"
+)
+
+
+def find_rewrites(
+    mod: tvm.IRModule, extraction: Extraction, *, share_pointers: bool = False
+) -> Rewrites:
     """In-place writes and concatenation slices for ``extraction``'s tensors.
 
     Every merge is checked pair by pair (:meth:`Rewrites.merge`): two tensors share bytes
     while both are live only where a kernel that takes both is proven, from its loads and
     stores, to be done with one before it writes the other, or where one is a slice of a
     concatenation the other is.
+
+    Kernels scheduled for a GPU are proven on their scheduled loads and stores, thread by
+    thread (:func:`planner.tvm.kernel_accesses.gpu_store_over_source`). TVM declares every
+    pointer of a CUDA kernel ``__restrict__`` whatever the kernel's ``noalias`` attribute
+    says, so an output merged into its input is written through the input's own pointer
+    (:attr:`Rewrites.shared`), which only an output at offset 0 of an input of its dtype
+    allows; a concatenation is elided on a GPU only when its copy is dropped whole and no
+    other call is handed a slice together with the concatenation. Every GPU in-place
+    candidate not taken is listed in :attr:`Rewrites.skipped` with the reason.
+
+    ``share_pointers`` makes CPU kernels write their in-place outputs through the input's
+    pointer too (outputs at offset 0 of an input of their dtype).
     """
+    rewrites, conflict = _find_rewrites(mod, extraction, True, share_pointers)
+    if conflict:
+        rewrites, conflict = _find_rewrites(mod, extraction, False, share_pointers)
+        rewrites.skipped.append(
+            {"rewrite": "concat elision on the GPU", "reason": conflict}
+        )
+    if conflict:  # in-place merges never alias two pointers of one call but at offset 0
+        rewrites = Rewrites(skipped=[{"rewrite": "all", "reason": conflict}])
+    return rewrites
+
+
+def _find_rewrites(
+    mod: tvm.IRModule, extraction: Extraction, gpu_concats: bool, share_pointers: bool
+) -> tuple[Rewrites, str]:
     func = mod[extraction.function]
     bindings = bindings_of(func)
     tensors = extraction.by_name()
@@ -364,7 +501,8 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
         bindings[t.binding_index].var: t.name for t in extraction.tensors
     }
     first_use: dict[str, int] = {}
-    calls: dict[int, tuple[tvm.tirx.PrimFunc, list[str | None], list[Nest]]] = {}
+    calls: dict[int, tuple[tvm.tirx.PrimFunc, list[str | None], list[Nest] | GpuKernel]] = {}
+    call_args: dict[int, list[str | None]] = {}
     for index, binding in enumerate(bindings):
         value = binding.value
         if isinstance(value, relax.Var) and value in alias:
@@ -373,6 +511,7 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
         if not isinstance(value, relax.Call):
             continue
         args = [alias.get(a) if isinstance(a, relax.Var) else None for a in value.args]
+        call_args[index] = args
         for name in args:
             if name is not None:
                 first_use.setdefault(name, index)
@@ -381,12 +520,33 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
         kernel = mod[value.op]
         if not isinstance(kernel, tvm.tirx.PrimFunc) or len(kernel.params) != len(args):
             continue
+        if is_gpu_kernel(kernel):
+            calls[index] = (kernel, args, gpu_kernel(kernel))
+            continue
         nests = kernel_nests(kernel)
         if nests:
             calls[index] = (kernel, args, nests)
 
     rewrites = Rewrites(spans={t.name: (t.lower, t.upper, t.size) for t in extraction.tensors})
     views: set[tuple[str, str, int]] = set()
+    #: (call, source parameter, target parameter, shift) -> (proof or None, why not)
+    proved: dict[tuple[int, int, int, int], tuple[str | None, str]] = {}
+
+    def proof(call: int, i: int, j: int, shift: int) -> tuple[str | None, str]:
+        key = (call, i, j, shift)
+        if key not in proved:
+            kernel, _, nests = calls[call]
+            source, target = kernel.params[i], kernel.params[j]
+            if not isinstance(nests, GpuKernel):
+                proved[key] = (store_over_source_safe(kernel, source, target, shift, nests), "")
+            elif shift:
+                proved[key] = (None, _GPU_SHIFT)
+            elif str(source.dtype) != str(target.dtype):
+                proved[key] = (None, "on a GPU an output shares its input's pointer, so "
+                               "both must have one dtype")
+            else:
+                proved[key] = gpu_store_over_source(nests, source, target, shift)
+        return proved[key]
 
     def allowed(a: str, b: str, delta: int) -> bool:
         if (a, b, delta) in views or (b, a, -delta) in views:
@@ -396,14 +556,13 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
             call = tensors[source].upper - 1
             if first_use.get(target) != call or call not in calls or shift < 0:
                 continue
-            kernel, args, nests = calls[call]
-            params = list(kernel.params)
+            _, args, nests = calls[call]
             # A tensor passed twice is two parameters: the proof must hold for each.
-            proofs = [store_over_source_safe(kernel, params[i], params[j], shift, nests)
+            proofs = [proof(call, i, j, shift)[0]
                       for i, x in enumerate(args) if x == source
                       for j, y in enumerate(args) if y == target]
             if proofs and None not in proofs:
-                if "trace" in proofs:
+                if "trace" in proofs or isinstance(nests, GpuKernel):
                     rewrites.aliased_calls.add(call)
                 return True
         return False
@@ -411,20 +570,29 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
     rewrites.allowed = allowed
     for index, (kernel, args, nests) in calls.items():
         name = bindings[index].value.op.name_hint
-        slots = concat_slots(kernel, nests)
+        gpu = isinstance(nests, GpuKernel)
+        slots = gpu_concat_slots(kernel) if gpu else concat_slots(kernel, nests)
+        if slots is not None and gpu and not gpu_concats:
+            rewrites.concat_copies_left += 1
+            continue
         if slots is not None:
             output = args[slots.output]
             if output in tensors and first_use.get(output) == index:
                 placed = []
+                # On a GPU a copy that still runs would read and write one address
+                # through two restrict pointers: all of its inputs are placed, or none.
+                saved = (dict(rewrites.parent), {k: list(v) for k, v in rewrites.members.items()})
                 # Each input and the output hold the same values in the input's slot;
                 # vouched for before any is placed, as a slice may overlap the next one's
                 # earlier group.
-                views.update((output, args[param], at) for param, at in slots.inputs
-                             if args[param] in tensors)
+                vouched = {(output, args[param], at) for param, at in slots.inputs
+                           if args[param] in tensors} - views
+                views.update(vouched)
+                reasons = []
                 for param, at in slots.inputs:
                     input_name = args[param]
                     if input_name not in tensors or input_name in placed:
-                        rewrites.skipped.append(
+                        reasons.append(
                             {
                                 "rewrite": f"concat {name}: {input_name or 'a non-tensor'}",
                                 "reason": "not a planned intermediate, or passed twice",
@@ -434,7 +602,7 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
                     if rewrites.merge(input_name, output, at):
                         placed.append(input_name)
                     else:
-                        rewrites.skipped.append(
+                        reasons.append(
                             {
                                 "rewrite": f"concat {name}: {input_name}",
                                 "reason": (
@@ -444,6 +612,18 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
                                 ),
                             }
                         )
+                if gpu and placed and len(placed) < len(slots.inputs):
+                    rewrites.parent, rewrites.members = saved
+                    views.difference_update(vouched)
+                    reasons.append(
+                        {
+                            "rewrite": f"concat {name}: {', '.join(placed)}",
+                            "reason": "on a GPU the copy would run with inputs in its output's "
+                            "slots, through pointers that may not alias: all or none are placed",
+                        }
+                    )
+                    placed = []
+                rewrites.skipped.extend(reasons)
                 if placed:
                     rewrites.concats.append((name, output, placed))
                 if len(placed) == len(slots.inputs):
@@ -480,6 +660,7 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
             target_tensor = tensors.get(target) if target else None
             if target_tensor is None or first_use.get(target) != index:
                 continue
+            refused = []
             for i in sorted(range(len(args)), key=lambda i: -last_access[i]):
                 source = args[i]
                 source_tensor = tensors.get(source) if source else None
@@ -488,30 +669,125 @@ def find_rewrites(mod: tvm.IRModule, extraction: Extraction) -> Rewrites:
                     or i == j
                     or source in overwritten
                     or source_tensor.upper - 1 != index
-                    # the kernel must be done with the source by the time it writes
-                    or last_access[i] > first_write[j]
                     # a smaller result may start where its input starts
                     or source_tensor.size < target_tensor.size
                     or rewrites.find(source)[0] == rewrites.find(target)[0]
                 ):
                     continue
+                # the kernel must be done with the source by the time it writes
+                if last_access[i] > first_write[j]:
+                    refused.append((source, f"the kernel reads {source} in a later "
+                                    f"{'launch' if gpu else 'loop nest'} than it first "
+                                    f"writes {target}"))
+                    continue
                 if rewrites.merge(target, source, 0):
                     rewrites.inplace.append((name, source, target))
                     overwritten.add(source)
                     break
-    return rewrites
+                found, reason = proof(index, i, j, 0)
+                refused.append((source, reason if found is None else
+                                "sharing its bytes would overlap a tensor no proof covers"))
+            else:
+                if gpu:
+                    rewrites.skipped.extend(
+                        {"rewrite": f"in-place {name}: {target} over {source}", "reason": why}
+                        for source, why in refused
+                    )
+    noted: set[str] = set()
+    for index, (kernel, _, nests) in calls.items():
+        name = bindings[index].value.op.name_hint
+        if not isinstance(nests, GpuKernel) or name in noted:
+            continue
+        root = kernel.body.block if isinstance(kernel.body, SBlockRealize) else None
+        held = [b.name for b in (root.alloc_buffers if root else []) if b.scope() == "global"]
+        if held:
+            noted.add(name)
+            rewrites.skipped.append(
+                {
+                    "rewrite": f"lift the temporaries of {name}: {', '.join(held)}",
+                    "reason": "a GPU kernel's temporaries stay in its workspace, outside the "
+                    "plan: its blocks run concurrently, not one after another as lifting "
+                    "times them",
+                }
+            )
+    conflict = _share_pointers(rewrites, calls, call_args, tensors, share_pointers)
+    return rewrites, conflict
+
+
+def _share_pointers(
+    rewrites: Rewrites, calls: dict, call_args: dict[int, list], tensors: dict, cpu: bool
+) -> str:
+    """Fill :attr:`Rewrites.shared`: for every GPU call (every CPU call too with ``cpu``)
+    handed tensors whose bytes overlap, the parameter whose pointer serves them all.
+
+    Returns why the rewrites cannot stand ("" where they can): on a GPU, two arguments of
+    one call overlapping anywhere but at one address, or handed to a call that is no
+    kernel of the module.
+    """
+    gpu_module = any(isinstance(nests, GpuKernel) for _, _, nests in calls.values())
+    for index, args in call_args.items():
+        if index in rewrites.dropped:
+            continue
+        placed = []
+        for position, name in enumerate(args):
+            if name in tensors:
+                root, at = rewrites.find(name)
+                placed.append((position, name, root, at, tensors[name].size))
+        pairs = [
+            (a, b)
+            for n, a in enumerate(placed)
+            for b in placed[n + 1 :]
+            if a[1] != b[1] and a[2] == b[2] and a[3] < b[3] + b[4] and b[3] < a[3] + a[4]
+        ]
+        if not pairs:
+            continue
+        call = calls.get(index)
+        gpu = call is not None and isinstance(call[2], GpuKernel)
+        if call is None:
+            if gpu_module:
+                names = ", ".join(f"{a[1]} and {b[1]}" for a, b in pairs)
+                return f"a call that is no kernel of the module would be handed {names}"
+            continue
+        if not (gpu or (cpu and index not in rewrites.stripped)):
+            continue
+        params = list(call[0].params)
+        # Parameters at one address share the pointer of the first of them.
+        kept: dict[int, int] = {}
+        for a, b in pairs:
+            if a[3] != b[3] or str(params[a[0]].dtype) != str(params[b[0]].dtype):
+                if gpu:
+                    return (f"a GPU kernel would be handed {a[1]} and {b[1]} overlapping "
+                            "at two addresses")
+                continue
+            low, high = sorted((_head(kept, a[0]), _head(kept, b[0])))
+            if low != high:
+                kept[high] = low
+        shared = tuple(sorted((_head(kept, p), p) for p in kept if _head(kept, p) != p))
+        if shared:
+            rewrites.shared[index] = shared
+            rewrites.aliased_calls.add(index)
+    return ""
+
+
+def _head(kept: dict[int, int], position: int) -> int:
+    while kept.get(position, position) != position:
+        position = kept[position]
+    return position
 
 
 def rewrite_kernels(mod: tvm.IRModule, function: str, rewrites: Rewrites) -> tvm.IRModule:
     """``mod`` with the kernel edits ``rewrites`` calls for, each call site on its own copy.
 
     A fused concatenation whose inputs already sit in their slices loses its copy nest
-    (the rest of the kernel reads the slices where the producers wrote them), and a kernel
-    whose aliased buffers interleave inside one loop nest loses its ``noalias`` promise.
+    (the rest of the kernel reads the slices where the producers wrote them), a kernel
+    whose aliased buffers interleave inside one loop nest loses its ``noalias`` promise,
+    and a kernel handed two tensors at one address reads and writes both through one
+    pointer (:func:`share_pointer`).
     """
     edits = {
-        i: (rewrites.stripped.get(i), i in rewrites.aliased_calls)
-        for i in {*rewrites.stripped, *rewrites.aliased_calls} - rewrites.dropped
+        i: (rewrites.stripped.get(i), i in rewrites.aliased_calls, rewrites.shared.get(i, ()))
+        for i in {*rewrites.stripped, *rewrites.aliased_calls, *rewrites.shared}
+        - rewrites.dropped
     }
     if not edits:
         return mod
@@ -520,16 +796,22 @@ def rewrite_kernels(mod: tvm.IRModule, function: str, rewrites: Rewrites) -> tvm
     builder = relax.BlockBuilder()
     variants: dict[tuple, relax.GlobalVar] = {}
     replaced: dict[int, relax.Call] = {}
-    for index, (strip, unalias) in edits.items():
+    for index, (strip, unalias, shared) in edits.items():
         call = bindings[index].value
-        key = (call.op.name_hint, strip, unalias)
+        key = (call.op.name_hint, strip, unalias, shared)
         if key not in variants:
             kernel = mod[call.op]
             if strip is not None:
                 kernel = _without_nest(kernel, strip)
+            for kept, dropped in shared:
+                kernel = share_pointer(kernel, kept, dropped)
             if unalias:
                 kernel = kernel.with_attr("tirx.noalias", False)
-            suffix = ("_sliced" if strip else "") + ("_aliased" if unalias else "")
+            suffix = (
+                ("_sliced" if strip else "")
+                + ("_aliased" if unalias and not shared else "")
+                + ("_inplace" if shared else "")
+            )
             variants[key] = builder.add_func(kernel, call.op.name_hint + suffix)
         replaced[index] = relax.Call(variants[key], call.args, call.attrs, call.ty_args)
     new_bindings = [
@@ -573,3 +855,60 @@ def _without_nest(kernel: tvm.tirx.PrimFunc, block_name: str) -> tvm.tirx.PrimFu
     )
     realize = SBlockRealize(kernel.body.iter_values, kernel.body.predicate, block)
     return tvm.tirx.PrimFunc(kernel.params, realize, kernel.ret_type, kernel.attrs)
+
+
+def share_pointer(kernel: tvm.tirx.PrimFunc, kept: int, dropped: int) -> tvm.tirx.PrimFunc:
+    """``kernel`` reading and writing its parameter ``dropped`` through parameter
+    ``kept``'s pointer, for a call that hands it both at one address.
+
+    The two must have one dtype; where their shapes differ, an element's place is carried
+    over by its row-major offset. The dropped parameter stays in the signature, unused, so
+    call sites do not change; the kernel then holds one pointer where there were two
+    aliasing ones (a GPU kernel's pointers are all ``__restrict__``, whatever ``noalias``
+    says), and TVM's own passes see the in-place update as what it is.
+    """
+    params = list(kernel.params)
+    keep, drop = params[kept], params[dropped]
+    if str(keep.dtype) != str(drop.dtype):
+        raise ValueError(f"{drop.name} and {keep.name} differ in dtype")
+    same_shape = len(keep.shape) == len(drop.shape) and all(
+        tvm_ffi.structural_equal(a, b) for a, b in zip(keep.shape, drop.shape, strict=True)
+    )
+
+    def indices(values):
+        if same_shape:
+            return list(values)
+        flat = None
+        for index, extent in zip(values, drop.shape, strict=True):
+            flat = index if flat is None else flat * extent + index
+        out = []
+        for extent in reversed(list(keep.shape)[1:]):
+            out.append(tvm.tirx.floormod(flat, extent))
+            flat = tvm.tirx.floordiv(flat, extent)
+        return [flat, *reversed(out)]
+
+    def store(node):
+        if node.buffer.same_as(drop):
+            return tvm.tirx.BufferStore(keep, node.value, indices(node.indices))
+        return node
+
+    def load(node):
+        if load_buffer(node).same_as(drop):
+            return tvm.tirx.BufferLoad(keep, indices(node.indices))
+        return node
+
+    def region(node):
+        if region_buffer(node).same_as(drop):
+            ranges = list(node.region) if same_shape else [tvm.ir.Range(0, d) for d in keep.shape]
+            return tvm.tirx.BufferRegion(keep, ranges)
+        return node
+
+    body = tvm_ffi.structural_map(
+        kernel.body,
+        [
+            (tvm.tirx.BufferStore, store),
+            (_LOAD, load),
+            (_REGION, region),
+        ],
+    )
+    return kernel.with_body(body)
