@@ -287,21 +287,6 @@ def device_arch() -> str | None:
     return found["arch"] if found["ok"] else None
 
 
-def gpu_info() -> dict:
-    """What the boards page shows of device 0; empty without one."""
-    import tvm
-
-    dev = tvm.cuda(0)
-    if not dev.exist:
-        return {}
-    return {
-        "name": dev.device_name,
-        "compute_version": dev.compute_version,
-        "total_memory": dev.total_global_memory,
-        "driver": _driver_version(),
-    }
-
-
 def kernel_source(model, target) -> str:
     """The CUDA C of ``model``'s kernels, built by TVM's stock CUDA pipeline.
 
@@ -332,7 +317,8 @@ def _modules(module):
         yield from _modules(imported)
 
 
-def _driver_version() -> str:
+def driver_version() -> str:
+    """The NVIDIA driver's version, as nvidia-smi says; empty without one."""
     try:
         proc = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],

@@ -121,12 +121,13 @@ class CudaBoard(BoardRunner):
 
         info = super().describe()
         info["arch"] = self.arch
-        try:
-            gpu = cuda.gpu_info()
-            if gpu:
-                info["gpu"] = gpu
-        except Exception as exc:
-            info["gpu"] = {"error": str(exc)}
+        # As the sandboxed check saw it: the worker itself never opens a CUDA context,
+        # which would hold device memory for as long as it runs.
+        answer = self.probe()
+        info["gpu"] = {
+            key: answer[key] for key in ("arch", "devices", "total_memory") if key in answer
+        } or {"error": answer.get("error", "")}
+        info["gpu"]["driver"] = cuda.driver_version()
         return info
 
     @property
