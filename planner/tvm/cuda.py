@@ -17,6 +17,7 @@ it in the job's own sandbox, so "online" means a job can reach the GPU.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import functools
 import json
 import os
@@ -183,9 +184,11 @@ def cuda_target(arch: str = DEFAULT_ARCH):
     return tvm.target.Target({"kind": "cuda", "arch": arch})
 
 
-def _cudart() -> ctypes.CDLL | None:
+def cudart() -> ctypes.CDLL | None:
+    """The CUDA runtime this process uses (TVM's copy where TVM loaded it), or None."""
+    found = ctypes.util.find_library("cudart")
     for attempt in range(2):
-        for name in CUDART_NAMES:
+        for name in (*CUDART_NAMES, *([found] if found else [])):
             try:
                 return ctypes.CDLL(name)
             except OSError:
@@ -199,11 +202,11 @@ def _cudart() -> ctypes.CDLL | None:
     return None
 
 
-def _error_name(cudart: ctypes.CDLL, status: int) -> str:
-    cudart.cudaGetErrorName.restype = ctypes.c_char_p
-    cudart.cudaGetErrorString.restype = ctypes.c_char_p
-    name = (cudart.cudaGetErrorName(status) or b"").decode()
-    text = (cudart.cudaGetErrorString(status) or b"").decode()
+def _error_name(runtime: ctypes.CDLL, status: int) -> str:
+    runtime.cudaGetErrorName.restype = ctypes.c_char_p
+    runtime.cudaGetErrorString.restype = ctypes.c_char_p
+    name = (runtime.cudaGetErrorName(status) or b"").decode()
+    text = (runtime.cudaGetErrorString(status) or b"").decode()
     return f"{name or f'CUDA error {status}'} ({text})" if text else name
 
 
@@ -233,37 +236,37 @@ def probe() -> dict:
     Asked of the CUDA runtime directly: TVM's ``tvm.cuda(0).exist`` only says False, and
     the reason is what a user needs (a missing driver, no device nodes, a limit).
     """
-    cudart = _cudart()
-    if cudart is None:
+    runtime = cudart()
+    if runtime is None:
         return {
             "ok": False,
             "error": f"the CUDA runtime ({', '.join(CUDART_NAMES)}) cannot be loaded",
         }
     count = ctypes.c_int(0)
-    status = cudart.cudaGetDeviceCount(ctypes.byref(count))
+    status = runtime.cudaGetDeviceCount(ctypes.byref(count))
     if status != 0:
         return {
             "ok": False,
             "error": f"CUDA did not initialise: cudaGetDeviceCount returned "
-            f"{_error_name(cudart, status)}; limits in force: {limits_in_force()}",
+            f"{_error_name(runtime, status)}; limits in force: {limits_in_force()}",
         }
     if count.value < 1:
         return {"ok": False, "error": "CUDA initialised but sees no device"}
     major, minor = ctypes.c_int(), ctypes.c_int()
     for attribute, value in ((_MAJOR, major), (_MINOR, minor)):
-        status = cudart.cudaDeviceGetAttribute(ctypes.byref(value), attribute, 0)
+        status = runtime.cudaDeviceGetAttribute(ctypes.byref(value), attribute, 0)
         if status != 0:
             return {
                 "ok": False,
-                "error": f"cudaDeviceGetAttribute returned {_error_name(cudart, status)}; "
+                "error": f"cudaDeviceGetAttribute returned {_error_name(runtime, status)}; "
                 f"limits in force: {limits_in_force()}",
             }
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
-    status = cudart.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total))
+    status = runtime.cudaMemGetInfo(ctypes.byref(free), ctypes.byref(total))
     if status != 0:
         return {
             "ok": False,
-            "error": f"cudaMemGetInfo returned {_error_name(cudart, status)}; "
+            "error": f"cudaMemGetInfo returned {_error_name(runtime, status)}; "
             f"limits in force: {limits_in_force()}",
         }
     return {

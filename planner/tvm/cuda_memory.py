@@ -45,12 +45,11 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.tvm import native
+from planner.tvm import cuda, native
 
 SHIM_SOURCE = Path(__file__).with_name("cudashim.c")
 SOURCE = "interposed cudaMalloc/cuMemAlloc"
 MEMORY_CONFIGS = ("naive", "pooled")
-CUDART_NAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
 
 #: The phases a measuring process tags its allocations with (``peakwatch_cuda_set_tag``).
 TAG_OTHER, TAG_MODULE, TAG_INPUTS, TAG_INFERENCE = 0, 1, 2, 3
@@ -150,17 +149,6 @@ def _set_tag(shim: ctypes.CDLL, tag: int) -> None:
         raise MeasurementError(f"the CUDA memory shim refused tag {tag}")
 
 
-def _cudart() -> ctypes.CDLL | None:
-    # By now TVM has loaded libcudart its own way, and the same name resolves to that copy.
-    found = ctypes.util.find_library("cudart")
-    for name in (*CUDART_NAMES, *([found] if found else [])):
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
-
-
 def _free_bytes(cudart: ctypes.CDLL | None) -> int | None:
     if cudart is None or not hasattr(cudart, "cudaMemGetInfo"):
         return None
@@ -178,8 +166,6 @@ def _measure_here(
     from tvm import relax
 
     if arch:
-        from planner.tvm import cuda
-
         # A library exported as CUDA source is compiled as it loads: for the board's
         # architecture, not whatever TVM would read off device 0.
         cuda.install_compile_callback(arch)
@@ -200,7 +186,8 @@ def _measure_here(
     args = [tvm.runtime.tensor(value, dev) for value in host]
     dev.sync()
     _set_tag(shim, TAG_OTHER)
-    cudart = _cudart()
+    # By now TVM has loaded libcudart its own way, and the same name resolves to it.
+    cudart = cuda.cudart()
     free_before = _free_bytes(cudart)
     start = read_stats(shim)
     shim.peakwatch_cuda_reset_peak()
