@@ -12,6 +12,7 @@ from dashboard import actions, compare
 from dashboard.auth import maintainer_required
 from dashboard.models import Alert, Commit, PullRequest, Repository, Result, Run
 from dashboard.shape_curves import shape_comparison
+from planner import plan_diff
 
 
 def _wants_json(request) -> bool:
@@ -172,7 +173,7 @@ def _plan_diff(base_pk: int, head_pk: int):
     before, after = compare.load_plan(base), compare.load_plan(head)
     if before is None or after is None:
         raise Http404("both results need a plan.json artifact")
-    return base, head, compare.diff_plans(before, after), (before, after)
+    return base, head, plan_diff.diff_plans(before, after), (before, after)
 
 
 @require_GET
@@ -201,7 +202,7 @@ def plan_diff_json(request, base: int, head: int):
          "parts": compare.breakdown_change(
              compare.Breakdown.of(base), compare.Breakdown.of(head)
          ),
-         **compare.plan_diff_json(diff)}
+         **plan_diff.plan_diff_json(diff)}
     )
 
 

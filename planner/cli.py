@@ -19,7 +19,9 @@ Adding a subcommand from another module (e.g. ``compile``)::
     register_subcommand("compile", configure, run, help="compile a model and plan it")
 
 and list ``"mypackage.compile_cli"`` in SUBCOMMAND_MODULES below, so that ``build_parser``
-imports it (it is imported only when the CLI starts, never by the planner library).
+imports it (it is imported only when the CLI starts, never by the planner library). A
+subcommand with a ``--strategy`` option also calls ``register_strategy_names`` with the
+function it checks names against, so that ``planner strategies`` lists every name it takes.
 Alternatively ``build_parser().subcommands`` is the argparse sub-parsers action: call
 ``add_parser`` on it and ``set_defaults(handler=...)`` on the new parser, then ``main(argv,
 parser=that_parser)``.
@@ -31,12 +33,18 @@ import argparse
 import importlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from planner.plan import InvalidPlan
-from planner.problem import ProblemError, problem_to_json, read_problem, write_csv
+from planner.problem import (
+    ProblemError,
+    problem_to_json,
+    read_problem,
+    without_fixed_offsets,
+    write_csv,
+)
 from planner.strategies import UnknownStrategy, get_strategy, solve, strategy_names
 
 EXIT_OK = 0
@@ -71,6 +79,29 @@ def register_subcommand(
     _subcommands[name] = Subcommand(name, configure, handler, help)
 
 
+#: ``(name, one-line summary)`` of each strategy a subcommand's ``--strategy`` accepts.
+StrategyNames = Callable[[], Iterable[tuple[str, str]]]
+
+_strategy_names: dict[str, StrategyNames] = {}
+
+
+def register_strategy_names(command: str, names: StrategyNames) -> None:
+    """Declare what ``planner COMMAND --strategy`` accepts. ``names`` must be what the
+    command itself checks a name against, so the list cannot drift from what it takes."""
+    _strategy_names[command] = names
+
+
+def accepted_strategies() -> dict[str, tuple[str, list[str]]]:
+    """Every strategy name some subcommand accepts: its summary and the subcommands that
+    take it, in the order the subcommands list them."""
+    _import_subcommand_modules()
+    found: dict[str, tuple[str, list[str]]] = {}
+    for command, names in _strategy_names.items():
+        for name, summary in names():
+            found.setdefault(name, (summary, []))[1].append(command)
+    return found
+
+
 class CommandLineError(Exception):
     """Bad input on the command line; reported as one line on stderr, exit code 2."""
 
@@ -103,13 +134,30 @@ def _seconds(text: str) -> float:
 
 def _configure_strategies(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--verbose", "-v", action="store_true", help="also print a one-line summary of each"
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also print a one-line summary of each and the subcommands that take it",
+    )
+    parser.add_argument(
+        "--for",
+        dest="command",
+        metavar="COMMAND",
+        help="only the names COMMAND's --strategy accepts (e.g. solve, compile)",
     )
 
 
 def _run_strategies(args: argparse.Namespace) -> int:
-    for name in strategy_names():
-        line = f"{name}\t{get_strategy(name).summary}" if args.verbose else name
+    accepted = accepted_strategies()
+    if args.command is not None and args.command not in _strategy_names:
+        raise CommandLineError(
+            f"no subcommand {args.command!r} takes --strategy; those that do: "
+            f"{', '.join(_strategy_names)}"
+        )
+    for name, (summary, commands) in accepted.items():
+        if args.command is not None and args.command not in commands:
+            continue
+        line = f"{name}\t{summary}\t{','.join(commands)}" if args.verbose else name
         sys.stdout.write(line + "\n")
     return EXIT_OK
 
@@ -127,6 +175,12 @@ def _configure_solve(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument(
+        "--fixed-offsets",
+        action="store_true",
+        help="keep the file's offset column as offsets every plan must keep (without it, "
+        "offsets in the file are a plan's, e.g. one written by -o, and are ignored)",
+    )
+    parser.add_argument(
         "--output",
         "-o",
         type=Path,
@@ -140,7 +194,15 @@ def _run_solve(args: argparse.Namespace) -> int:
     except UnknownStrategy as error:
         raise CommandLineError(str(error)) from None
     try:
-        problem = read_problem(args.problem)
+        problem = read_problem(args.problem, fixed_offsets=True)
+        if not args.fixed_offsets:
+            free = without_fixed_offsets(problem)
+            if free is not problem:
+                sys.stderr.write(
+                    f"planner: note: {args.problem}: its offsets are taken as a plan's and "
+                    "ignored; --fixed-offsets keeps them\n"
+                )
+            problem = free
         solution = solve(
             problem,
             args.strategy,
@@ -178,13 +240,20 @@ register_subcommand(
     "strategies", _configure_strategies, _run_strategies, help="list the strategy names"
 )
 register_subcommand("solve", _configure_solve, _run_solve, help="plan one problem file")
+register_strategy_names(
+    "solve", lambda: ((name, get_strategy(name).summary) for name in strategy_names())
+)
+
+
+def _import_subcommand_modules() -> None:
+    for module in SUBCOMMAND_MODULES:
+        importlib.import_module(module)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser with every registered subcommand; ``.subcommands`` is its sub-parsers
     action, for callers that want to add more."""
-    for module in SUBCOMMAND_MODULES:
-        importlib.import_module(module)
+    _import_subcommand_modules()
     parser = _Parser(prog="planner", description="Plan the memory of buffers with known lifetimes.")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in _subcommands.values():

@@ -5,6 +5,12 @@ A problem is a set of buffers. Each buffer needs ``size`` bytes over the half-op
 and may come with a fixed ``offset`` that a plan must keep. The CSV format is the one of the
 MiniMalloc benchmarks (``id,lower,upper,size`` plus optional ``alignment`` and ``offset``
 columns); the JSON form is ``{"name": ..., "buffers": [{"id", "lower", ...}, ...]}``.
+
+The ``offset`` column (or field) is where a plan's offsets are written too (``write_csv``
+with offsets, ``planner solve -o``, and problem.csv artifacts of older compiles), so the
+readers leave it out by default: a plan read back is its problem, and every strategy plans it
+afresh. ``fixed_offsets=True`` keeps it as offsets every plan must keep; it is still parsed
+and checked either way.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +37,7 @@ __all__ = [
     "read_csv",
     "read_json",
     "read_problem",
+    "without_fixed_offsets",
     "write_csv",
 ]
 
@@ -157,6 +164,16 @@ class Problem:
         return self._index[buffer_id]
 
 
+def without_fixed_offsets(problem: Problem) -> Problem:
+    """``problem`` with every buffer free to be placed anywhere (the same object when none
+    has a fixed offset)."""
+    if all(buffer.offset is None for buffer in problem.buffers):
+        return problem
+    return Problem(
+        tuple(replace(buffer, offset=None) for buffer in problem.buffers), name=problem.name
+    )
+
+
 def check_range(value: int, name: str, prefix: str = "") -> None:
     """ProblemError unless ``value`` fits the 64-bit range of the field ``name``."""
     if name in ("lower", "upper"):
@@ -272,22 +289,32 @@ def _problem_name(source: object) -> str:
     return ""
 
 
-def read_csv(path: str | os.PathLike[str] | IO[str], name: str | None = None) -> Problem:
+def read_csv(
+    path: str | os.PathLike[str] | IO[str],
+    name: str | None = None,
+    *,
+    fixed_offsets: bool = False,
+) -> Problem:
     """Read a MiniMalloc-style CSV (``id,lower,upper,size[,alignment][,offset]``).
 
+    An ``offset`` column is left out unless ``fixed_offsets`` (see the module's docstring).
     Raises ProblemError naming the file, line and column of the first bad cell.
     """
     if isinstance(path, str | os.PathLike):
         label = str(path)
         try:
             with open(path, newline="", encoding="utf-8-sig") as handle:
-                return _read_csv_rows(handle, label, name if name is not None else Path(path).stem)
+                problem = _read_csv_rows(
+                    handle, label, name if name is not None else Path(path).stem
+                )
         except OSError as error:
             raise ProblemError(f"{label}: cannot read: {error.strerror or error}") from error
         except UnicodeDecodeError as error:
             raise _decoding_error(label, path, error) from None
-    label = getattr(path, "name", "<stream>")
-    return _read_csv_rows(path, str(label), name or "")
+    else:
+        label = getattr(path, "name", "<stream>")
+        problem = _read_csv_rows(path, str(label), name or "")
+    return problem if fixed_offsets else without_fixed_offsets(problem)
 
 
 def _read_csv_rows(handle: IO[str], label: str, name: str) -> Problem:
@@ -368,10 +395,12 @@ def write_csv(
     problem: Problem,
     offsets: Mapping[str, int] | None = None,
 ) -> None:
-    """Write the problem as CSV; with ``offsets``, add an ``offset`` column holding them.
+    """Write the problem as CSV; with ``offsets`` (a plan), add an ``offset`` column holding
+    them.
 
-    Without ``offsets``, fixed offsets of the problem are written (empty cells elsewhere).
-    The ``alignment`` column is written only when some buffer needs one.
+    Without ``offsets``, fixed offsets of the problem are written (empty cells elsewhere),
+    which ``read_csv(..., fixed_offsets=True)`` reads back as fixed. The ``alignment``
+    column is written only when some buffer needs one.
     """
     columns = list(REQUIRED_COLUMNS)
     if any(buffer.alignment != 1 for buffer in problem.buffers):
@@ -511,8 +540,9 @@ def problem_from_json(obj: Any, label: str = "<json>") -> Problem:
     return Problem(tuple(buffers), name=name)
 
 
-def read_json(path: str | os.PathLike[str]) -> Problem:
-    """Read a problem from a JSON file in the ``problem_to_json`` form."""
+def read_json(path: str | os.PathLike[str], *, fixed_offsets: bool = False) -> Problem:
+    """Read a problem from a JSON file in the ``problem_to_json`` form; ``offset`` fields
+    are left out unless ``fixed_offsets`` (see the module's docstring)."""
     label = str(path)
     try:
         with open(path, encoding="utf-8") as handle:
@@ -547,7 +577,7 @@ def read_json(path: str | os.PathLike[str]) -> Problem:
         raise ProblemError(f"{label}:{line}: column {column}: {message}") from None
     if not problem.name:
         problem = Problem(problem.buffers, name=Path(path).stem)
-    return problem
+    return problem if fixed_offsets else without_fixed_offsets(problem)
 
 
 # A problem is three levels deep (the object, its buffer list, a buffer); deeper nesting
@@ -634,8 +664,9 @@ def _json_position(text: str, path: tuple) -> int:
     return position
 
 
-def read_problem(path: str | os.PathLike[str]) -> Problem:
-    """Read a ``.json`` or (any other suffix) CSV problem file."""
+def read_problem(path: str | os.PathLike[str], *, fixed_offsets: bool = False) -> Problem:
+    """Read a ``.json`` or (any other suffix) CSV problem file; offsets in it are left out
+    unless ``fixed_offsets`` (see the module's docstring)."""
     if Path(path).suffix.lower() == ".json":
-        return read_json(path)
-    return read_csv(path)
+        return read_json(path, fixed_offsets=fixed_offsets)
+    return read_csv(path, fixed_offsets=fixed_offsets)

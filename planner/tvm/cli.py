@@ -14,8 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from planner.cli import register_subcommand
-from planner.shapes import label
+from planner.cli import register_strategy_names, register_subcommand
+from planner.shapes import ShapeError, label, parse_cli
+from planner.tvm.strategies import registry, strategy_names
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -86,11 +87,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    if args.toolchain:
-        return _in_toolchain(args)
-    from planner.tvm.compile import compile_model, strategy_names
-    from planner.tvm.zoo import ModelSource, ModelSourceError
-
+    # Names are checked before TVM is imported: a typo costs no compiler start-up.
     known = strategy_names()
     requested = args.strategy or ["all"]
     strategies = known if "all" in requested else list(dict.fromkeys(requested))
@@ -100,7 +97,10 @@ def handle(args: argparse.Namespace) -> int:
             f"planner: unknown strategy {', '.join(unknown)}; known: {', '.join(known)}\n"
         )
         return 2
-    from planner.shapes import ShapeError, parse_cli
+    if args.toolchain:
+        return _in_toolchain(args)
+    from planner.tvm.compile import compile_model
+    from planner.tvm.zoo import ModelSource, ModelSourceError
 
     source = ModelSource(args.model, dict(args.param))
     options = dict(
@@ -271,4 +271,7 @@ register_subcommand(
     configure,
     handle,
     help="compile a model with TVM under planning strategies; check and measure each build",
+)
+register_strategy_names(
+    "compile", lambda: ((name, strategy.summary) for name, strategy in registry().items())
 )

@@ -492,8 +492,8 @@ def _plan_and_build(
         executable = execute.build(final, target)
     report.intermediate_bytes = arena
     # Intermediates, kernel workspace and outputs, so that builds that leave kernel
-    # temporaries to TVM's pool compare with builds that plan them. Until measured, the
-    # pool's size is a static estimate (see _measure_memory).
+    # temporaries to TVM's pool compare with builds that plan them. The pool's size is the
+    # static estimate, measured or not (see _measure_memory).
     report.planned_bytes = arena + report.kernel_workspace_bytes + (report.output_bytes or 0)
     report.peak = peak_breakdown(extraction, offsets)
     build = _Build(report, planned, offsets, extraction, merged=merged)
@@ -761,17 +761,13 @@ def _measure_memory(builds: dict[str, _Build], network, configs: Sequence[str], 
             # The naive allocator returns every storage; what it still holds after the
             # call is the outputs plus the kernel workspace pool, which is never returned.
             workspace = max(0, naive["retained_bytes"] - (build.report.output_bytes or 0))
+            # Beside planned bytes, never in them: planned bytes are a figure of the build,
+            # the same measured or not (--no-memory) and on any machine, which an alert at
+            # a threshold of 0 needs. What the pool held differs from the estimate both
+            # ways: TVM compacts kernel buffers (less), and the pool rounds and keeps pages
+            # (more).
             measured["workspace_bytes"] = workspace
             measured["weights_bytes"] = naive.get("weights_bytes")
-            report = build.report
-            if report.kernel_workspace_bytes and report.intermediate_bytes is not None:
-                # TVM compacts and scopes kernel buffers when it lowers them, so the pool
-                # really holds less than the declared temporaries: count what it holds.
-                report.kernel_workspace_bytes = workspace
-                report.kernel_workspace_source = "measured"
-                report.planned_bytes = (
-                    report.intermediate_bytes + workspace + (report.output_bytes or 0)
-                )
 
 
 def _folder(root: Path, report: StrategyReport) -> Path:
@@ -813,9 +809,10 @@ def _write_plan_files(root: Path, build: _Build) -> None:
         "lower_bound_bytes": report.lower_bound_bytes,
         "kernel_workspace_bytes": report.kernel_workspace_bytes,
         "kernel_workspace_source": report.kernel_workspace_source,
+        "measured_kernel_workspace_bytes": report.measured.get("workspace_bytes"),
         "peak": report.peak,
         # Names like alloc3 are renumbered whenever the graph changes: a plan diff pairs
-        # tensors by role, producer and place in the graph instead (dashboard.compare).
+        # tensors by role, producer and place in the graph instead (planner.plan_diff).
         "tensors": [
             {
                 "id": t.name,
@@ -855,12 +852,16 @@ def _write_plan_files(root: Path, build: _Build) -> None:
     for filename, text in paths.items():
         (folder / filename).write_text(text)
         report.artifacts[filename] = str(folder / filename)
+    # The problem only: the offsets are plan.json's. Written here, they read back as fixed
+    # offsets and every strategy `planner solve` tries keeps them and reaches this plan's
+    # height; a +rewrites plan is not even a plan of this problem (merged tensors share
+    # addresses while both live).
     problem_path = folder / "problem.csv"
-    write_csv(problem_path, extraction.problem(), build.offsets or None)
+    write_csv(problem_path, extraction.problem())
     report.artifacts["problem.csv"] = str(problem_path)
     if build.merged is not None:
-        # The problem the strategy really solved, without its plan (problem.csv has the
-        # offsets): `planner solve` takes it as it is, to try other strategies on it.
+        # The problem the strategy really solved: `planner solve` takes it to try other
+        # strategies on it.
         merged_path = folder / "problem-merged.csv"
         write_csv(merged_path, build.merged)
         report.artifacts["problem-merged.csv"] = str(merged_path)

@@ -61,6 +61,21 @@ class CompileStrategy:
     def lifts_temporaries(self) -> bool:
         return self.variant is Variant.REWRITES
 
+    @property
+    def summary(self) -> str:
+        """One line for ``planner strategies -v``."""
+        if self.variant is Variant.STOCK:
+            return "TVM's own planner (StaticPlanBlockMemory), built as relax.build builds"
+        if self.variant is Variant.REPO:
+            return f"the repository's planner {self.function} in {self.path}"
+        text = library.get_strategy(self.base).summary if self.variant is Variant.PLAIN else (
+            f"{self.base} after in-place and concat-elision rewrites, kernel temporaries "
+            "planned too"
+        )
+        if self.reorder:
+            text += "; operators first put in the order that needs the least memory"
+        return text
+
 
 def registry() -> dict[str, CompileStrategy]:
     """Every built-in strategy by name, in the order they are listed to users."""

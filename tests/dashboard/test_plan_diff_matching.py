@@ -9,8 +9,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from dashboard import actions, compare
-from dashboard.compare import diff_plans, operator_kind
+from dashboard import actions
+from planner import plan_diff
+from planner.plan_diff import diff_plans, operator_kind
 from tests.regression.history import bytes_only, record_run
 
 STRATEGIES = ["greedy-by-size", "best-fit+rewrites"]
@@ -260,7 +261,7 @@ def test_tensors_without_producers_are_paired_only_where_shape_and_place_agree(d
 def test_graphs_too_far_apart_to_align_at_least_cost_are_aligned_roughly_and_say_so(
     sharper, monkeypatch
 ):
-    monkeypatch.setattr(compare, "MAX_ALIGNED_CELLS", 1)
+    monkeypatch.setattr(plan_diff, "MAX_ALIGNED_CELLS", 1)
 
     diff = diff_plans(sharper[16]["greedy-by-size"], sharper[32]["greedy-by-size"])
 

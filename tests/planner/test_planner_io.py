@@ -32,13 +32,34 @@ def test_it_reads_the_minimalloc_example(data_dir):
     assert problem["b4"] == Buffer("b4", 9, 21, 4)
 
 
-def test_it_reads_optional_alignment_and_offset_columns(tmp_path):
+def test_it_reads_optional_alignment_and_offset_columns_as_fixed_when_asked(tmp_path):
     path = write(tmp_path, "id,lower,upper,size,alignment,offset\na,0,2,8,4,16\nb,1,3,4,,\n")
 
-    problem = read_csv(path)
+    problem = read_csv(path, fixed_offsets=True)
 
     assert problem["a"] == Buffer("a", 0, 2, 8, alignment=4, offset=16)
     assert problem["b"] == Buffer("b", 1, 3, 4)
+
+
+def test_an_offset_column_is_a_plans_and_left_out_by_default(tmp_path):
+    # Every file the planner writes with an offset column holds a plan: read back, it is
+    # the problem that plan solved.
+    path = write(tmp_path, "id,lower,upper,size,alignment,offset\na,0,2,8,4,16\nb,1,3,4,,\n")
+    as_json = tmp_path / "p.json"
+    as_json.write_text(json.dumps({"buffers": [{"id": "a", "lower": 0, "upper": 2, "size": 8,
+                                                "offset": 16}]}))
+
+    assert read_csv(path)["a"] == Buffer("a", 0, 2, 8, alignment=4)
+    assert read_problem(path)["a"].offset is None
+    assert read_json(as_json)["a"].offset is None
+    assert read_json(as_json, fixed_offsets=True)["a"].offset == 16
+
+
+def test_a_bad_offset_is_refused_even_when_left_out(tmp_path):
+    path = write(tmp_path, "id,lower,upper,size,offset\na,0,2,8,x\n")
+
+    with pytest.raises(ProblemError, match=r"column 5 \(offset\)"):
+        read_csv(path)
 
 
 def test_it_accepts_columns_in_any_order_and_a_byte_order_mark(tmp_path):
@@ -124,7 +145,7 @@ def test_a_written_csv_reads_back_the_same(tmp_path):
 
     write_csv(path, problem)
 
-    assert read_csv(path) == problem
+    assert read_csv(path, fixed_offsets=True) == problem
 
 
 def test_json_round_trips():

@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 
 from dashboard import actions
-from dashboard.compare import diff_plans, pareto_front
+from dashboard.compare import pareto_front
+from planner.plan_diff import diff_plans
 from tests.regression.history import bytes_only, record_run
 
 pytestmark = pytest.mark.django_db
