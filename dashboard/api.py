@@ -18,9 +18,10 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
+from dashboard import commit_alerts
 from dashboard.api_params import ID_SCHEMA, MAX_BIGINT, enum_param, int_param
 from dashboard.compare import Breakdown
 from dashboard.models import (
@@ -34,6 +35,7 @@ from dashboard.models import (
     RunRequest,
     Toolchain,
 )
+from dashboard.notifications import absolute
 from dashboard.shape_curves import COMMITS, shape_curves
 from dashboard.trends import find_toolchain, trend
 
@@ -93,11 +95,6 @@ class RunSerializer(serializers.ModelSerializer):
             "is_finished", "trigger", "progress", "created_at", "started_at", "finished_at",
             "error", "page_url",
         ]
-
-
-class RunDetailSerializer(RunSerializer):
-    class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "log"]
 
 
 class ArtifactSerializer(serializers.ModelSerializer):
@@ -231,7 +228,8 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         try:
             toolchain = find_toolchain(request.query_params.get("toolchain", ""))
         except LookupError as unknown:
-            raise ValidationError({"toolchain": str(unknown)}) from unknown
+            # A toolchain is a resource the filter names: one that does not exist is not found.
+            raise NotFound({"toolchain": str(unknown)}) from unknown
         payload = trend(
             model,
             board=request.query_params.get("board", ""),
@@ -248,7 +246,9 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
             OpenApiParameter("branch", str, description="only commits on this branch"),
             OpenApiParameter("toolchain", str, description="only results compiled with this "
                              "toolchain (its id or spec)"),
-            OpenApiParameter("commits", int, description=f"how many of the newest commits "
+            OpenApiParameter("commits", {"type": "integer", "minimum": 1,
+                                         "maximum": COMMITS * 4},
+                             description=f"how many of the newest commits "
                              f"to draw one curve each for (1 to {COMMITS * 4}; "
                              f"default {COMMITS})"),
         ],
@@ -286,7 +286,8 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         try:
             toolchain = find_toolchain(params.get("toolchain", ""))
         except LookupError as unknown:
-            raise ValidationError({"toolchain": str(unknown)}) from unknown
+            # A toolchain is a resource the filter names: one that does not exist is not found.
+            raise NotFound({"toolchain": str(unknown)}) from unknown
         commits = int_param(params, "commits", minimum=1, maximum=COMMITS * 4)
         payload = shape_curves(
             model, board=params.get("board", ""), branch=params.get("branch", ""),
@@ -410,6 +411,84 @@ class AlertSerializer(serializers.ModelSerializer):
             "shape_label": {"help_text": "the shape point that got worse (\"h=256,w=256\"); "
                             "empty for a model without a shape axis"},
         }
+
+
+class CommitAlertSerializer(AlertSerializer):
+    """An alert as a run's answer carries it, with what CI prints and links to."""
+
+    series = serializers.SerializerMethodField(
+        help_text="model / strategy / board / toolchain, as `run --wait` prints it"
+    )
+    change_text = serializers.SerializerMethodField(
+        help_text="before → after, the exact change and the percent: "
+        "\"781.2 KiB → 789.2 KiB (+8,192 B, +1.0%)\""
+    )
+    links = serializers.SerializerMethodField(
+        help_text="the comparison and the plan diff, absolute from PEAKWATCH_BASE_URL"
+    )
+
+    class Meta(AlertSerializer.Meta):
+        fields = [*AlertSerializer.Meta.fields, "series", "change_text", "links"]
+
+    def get_series(self, alert) -> str:
+        return commit_alerts.series_name(alert)
+
+    def get_change_text(self, alert) -> str:
+        return commit_alerts.movement(alert)
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_links(self, alert) -> dict:
+        return {
+            "compare": absolute(alert.compare_url()),
+            "plan_diff": absolute(alert.plan_diff_url()),
+        }
+
+
+def run_alerts(run: Run) -> dict:
+    """What a run's answer says about its commit's alerts (``GET /api/runs/<id>/`` and
+    ``POST /api/runs``): every alert in series order, the open ones counted per kind (what
+    a CI job fails on), and absolute links."""
+    alerts = commit_alerts.commit_alerts(run.commit)
+    return {
+        "alerts": CommitAlertSerializer(alerts, many=True).data,
+        "open_alerts": commit_alerts.open_counts(alerts),
+        "links": commit_alerts.links(run),
+    }
+
+
+class RunDetailSerializer(RunSerializer):
+    alerts = serializers.SerializerMethodField(
+        help_text="the alerts on the run's commit, whichever of its runs raised them, "
+        "ordered by series and shape point (by value)"
+    )
+    open_alerts = serializers.SerializerMethodField(
+        help_text="open alerts (new or acknowledged) on the commit, per kind: "
+        "{\"bytes\": 2, \"latency\": 0}"
+    )
+    links = serializers.SerializerMethodField(
+        help_text="the run's page, this run in the API and the commit's alerts page, "
+        "absolute from PEAKWATCH_BASE_URL (paths where it is set empty)"
+    )
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "log", "alerts", "open_alerts", "links"]
+
+    def to_representation(self, run):
+        # One read of the commit's alerts serves the three fields below.
+        self._commit_alerts = run_alerts(run)
+        return super().to_representation(run)
+
+    @extend_schema_field(CommitAlertSerializer(many=True))
+    def get_alerts(self, run) -> list:
+        return self._commit_alerts["alerts"]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "integer"}})
+    def get_open_alerts(self, run) -> dict:
+        return self._commit_alerts["open_alerts"]
+
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
+    def get_links(self, run) -> dict:
+        return self._commit_alerts["links"]
 
 
 @extend_schema(

@@ -33,6 +33,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from dashboard import actions, json_bodies
+from dashboard.api import CommitAlertSerializer, run_alerts
 from dashboard.models import Commit, Repository, Run, RunRequest
 
 # The same patterns are the OpenAPI schema's, so what the schema allows, the view accepts.
@@ -75,6 +76,20 @@ class TriggeredRun(serializers.Serializer):
     repository = serializers.CharField(required=False)
     rev = serializers.CharField(required=False)
     branch = serializers.CharField(required=False)
+    alerts = CommitAlertSerializer(
+        many=True, required=False,
+        help_text="the alerts already on the commit (an earlier run of it raised them); "
+        "GET run_url once the run is finished for its own",
+    )
+    open_alerts = serializers.DictField(
+        child=serializers.IntegerField(), required=False,
+        help_text="open alerts (new or acknowledged) on the commit, per kind",
+    )
+    links = serializers.DictField(
+        child=serializers.CharField(), required=False,
+        help_text="the run's page, the run in the API and the commit's alerts page, absolute "
+        "from PEAKWATCH_BASE_URL",
+    )
 
 
 class ApiError(serializers.Serializer):
@@ -197,6 +212,7 @@ def _described(run: Run) -> dict:
         "url": run.get_absolute_url(),
         "commit": run.commit.sha,
         "progress_url": reverse("run-progress", args=[run.pk]),
+        **run_alerts(run),
     }
     if run.awaits_approval:
         described["detail"] = (

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass
 
 from dashboard.models import Commit, Result, Run, SeriesThreshold
+from dashboard.series_key import SeriesKey
 
 #: How far up the first-parent chain a baseline is looked for.
 MAX_ANCESTORS = 50
@@ -126,7 +127,7 @@ def find_regressions(run: Run) -> list[Finding]:
         return findings
     rank = {commit_id: i for i, commit_id in enumerate(chain)}
     # Per series, the newest successful result of each ancestor commit, nearest first.
-    history: dict[tuple[int, int, int, int, str], dict[int, Result]] = {}
+    history: dict[SeriesKey, dict[int, Result]] = {}
     earlier = (
         Result.objects.succeeded()
         .filter(
@@ -189,7 +190,7 @@ def toolchain_regressions(run: Run, results: list[Result], chain: list[int]) -> 
         .select_related("toolchain", "commit")
         .newest_by_series()
     )
-    if len({key[3] for key in at_commit}) < 2:
+    if len({key.toolchain_id for key in at_commit}) < 2:
         return []
     seen_before = set(
         Result.objects.succeeded()
@@ -248,7 +249,7 @@ def _older_toolchain_result(result: Result, at_commit: dict, order) -> Result | 
     candidates = [
         other for key, other in at_commit.items()
         if key[:3] == (result.model_id, result.strategy_id, result.board_id)
-        and key[4] == result.shape_label and key[3] != result.toolchain_id
+        and key.shape_label == result.shape_label and key.toolchain_id != result.toolchain_id
         and order(other.toolchain) < mine
     ]
     return max(candidates, key=lambda r: order(r.toolchain)) if candidates else None

@@ -6,8 +6,11 @@ exact commit it runs (:func:`checkout`) and removes it afterwards.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
+import os
+import re
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -28,6 +31,15 @@ def _git(*args: str, cwd: Path | None = None) -> str:
     if proc.returncode != 0:
         # The command line holds the clone URL, and git may echo it: never its credentials.
         raise GitError(redact(f"git {' '.join(args)} failed: {proc.stderr.strip()}"))
+    return proc.stdout
+
+
+def _git_bytes(*args: str, cwd: Path | str | None = None) -> bytes:
+    """``git`` whose output is names (bytes, NUL-separated), not text."""
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
+    if proc.returncode != 0:
+        stderr = proc.stderr.decode(errors="replace").strip()
+        raise GitError(redact(f"git {' '.join(args)} failed: {stderr}"))
     return proc.stdout
 
 
@@ -143,17 +155,66 @@ def rev_list(repo: Path, good: str, bad: str) -> list[str]:
     return _git("rev-list", "--first-parent", "--reverse", f"{good}..{bad}", cwd=repo).split()
 
 
+@dataclass(frozen=True)
+class TreeEntry:
+    """One name in a commit's tree, as ``git ls-tree`` gives it."""
+
+    mode: str
+    #: ``blob`` (a file or a symbolic link), ``tree`` (a folder) or ``commit`` (a submodule).
+    type: str
+    oid: str
+
+    @property
+    def kind(self) -> str:
+        """What a process that lists the folder sees: ``file``, ``link``, ``folder``, or
+        ``submodule``."""
+        if self.type == "tree":
+            return "folder"
+        if self.type == "commit":
+            return "submodule"
+        return "link" if self.mode == "120000" else "file"
+
+
+def _names(out: bytes) -> list[str]:
+    # NUL-separated, so no name is quoted: git C-quotes names with non-ASCII bytes, quotes,
+    # backslashes or control characters in its line-based output. Decoded as the file
+    # system decodes them, so a name matches what a process in the checkout sees.
+    return [os.fsdecode(name) for name in out.split(b"\0") if name]
+
+
+def _list_tree(repo: str, sha: str) -> dict[str, TreeEntry]:
+    entries = {}
+    for record in _names(_git_bytes("ls-tree", "-r", "-t", "-z", "--full-tree", sha, cwd=repo)):
+        info, _, path = record.partition("\t")
+        mode, kind, oid = info.split()
+        entries[path] = TreeEntry(mode, kind, oid)
+    return entries
+
+
+#: A commit's tree never changes: its listing is kept for the few commits a worker is on.
+_listed_commit = functools.lru_cache(maxsize=16)(_list_tree)
+
+
+def tree_entries(repo: Path, sha: str) -> dict[str, TreeEntry]:
+    """Every file, link, folder and submodule in the tree of ``sha``, by path from its
+    root, from one listing."""
+    if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+        return _listed_commit(str(repo), sha)
+    # A branch or tag moves: listed afresh each time.
+    return _list_tree(str(repo), sha)
+
+
 def blob_id(repo: Path, sha: str, path: str) -> str | None:
-    """Git's content hash of ``path`` at ``sha``, or None when it is not in the tree."""
-    try:
-        return _git("rev-parse", "--verify", "--quiet", f"{sha}:{path}", cwd=repo).strip()
-    except GitError:
-        return None
+    """Git's content hash of ``path`` at ``sha`` (a folder's tree hash for a folder), or
+    None when it is not in the tree. Any name git can store works: read from the listing,
+    never parsed out of a ``sha:path`` revision."""
+    entry = tree_entries(repo, sha).get(path.rstrip("/"))
+    return entry.oid if entry is not None else None
 
 
 def top_level(repo: Path, sha: str) -> list[str]:
-    """The names at the root of the tree of ``sha`` (files and folders)."""
-    return _git("ls-tree", "--name-only", sha, cwd=repo).splitlines()
+    """The names at the root of the tree of ``sha`` (files and folders), unquoted."""
+    return _names(_git_bytes("ls-tree", "-z", "--name-only", "--full-tree", sha, cwd=repo))
 
 
 def first_parents(repo: Path, rev: str, limit: int | None = None) -> list[str]:

@@ -18,6 +18,7 @@ from dashboard.querysets import (
     RunQuerySet,
     SeriesQuerySet,
 )
+from dashboard.series_key import SeriesKey
 
 
 class Repository(models.Model):
@@ -404,6 +405,10 @@ class Result(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # The compile cache: what was compiled (model content, strategy, TVM version, target).
     cache_key = models.CharField(max_length=64, blank=True, db_index=True)
+    #: What the compile's import read of the checkout (``files``, ``folders``) and the cache
+    #: key those paths gave at this commit (``key``): a later commit at which they give the
+    #: same key reuses these figures (workers/compile_cache.py). Empty: not recorded.
+    reads = models.JSONField(default=dict, blank=True)
     # Set when the figures were copied from an earlier identical compile, not measured anew.
     reused_from = models.ForeignKey(
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="reused_by"
@@ -442,11 +447,9 @@ class Result(models.Model):
         return f"{self.model} / {self.strategy} / {self.board}{at} @ {self.commit}"
 
     @property
-    def series_key(self) -> tuple[int, int, int, int, str]:
+    def series_key(self) -> SeriesKey:
         """The series this belongs to, as ``Series.key`` names it."""
-        return (
-            self.model_id, self.strategy_id, self.board_id, self.toolchain_id, self.shape_label
-        )
+        return SeriesKey.of(self)
 
     def savings_vs(self, other: Result) -> float | None:
         """Fraction of ``other``'s planned bytes this result saves (negative: uses more)."""
@@ -516,10 +519,8 @@ class Series(models.Model):
         return f"{line} at {self.shape_label}" if self.shape_label else line
 
     @property
-    def key(self) -> tuple[int, int, int, int, str]:
-        return (
-            self.model_id, self.strategy_id, self.board_id, self.toolchain_id, self.shape_label
-        )
+    def key(self) -> SeriesKey:
+        return SeriesKey.of(self)
 
 
 class TrendSnapshot(models.Model):
@@ -634,7 +635,12 @@ class SeriesThreshold(models.Model):
 
 
 class Alert(models.Model):
-    """One series that got worse at one commit, compared with a baseline result."""
+    """One series that got worse at one commit, compared with a baseline result.
+
+    One per series, commit and kind, however many runs measure the commit (a pull request's
+    run, then CI's, retries, redeliveries): it follows the newest figure measured and keeps
+    the state a maintainer gave it (``actions.raise_alert``).
+    """
 
     class Kind(models.TextChoices):
         BYTES = "bytes", "Planned bytes"
@@ -666,6 +672,10 @@ class Alert(models.Model):
     value = models.FloatField()
     p_value = models.FloatField(null=True, blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.NEW)
+    #: ``value`` before a later run of the commit measured another figure (the alert then
+    #: took the new one), and when; None while the figure first measured stands.
+    previous_value = models.FloatField(null=True, blank=True)
+    remeasured_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -673,8 +683,15 @@ class Alert(models.Model):
 
     class Meta:
         constraints = [
-            # Detection runs again when a late baseline arrives; it must not alert twice.
-            models.UniqueConstraint(fields=["result", "kind"], name="unique_alert_per_result")
+            # Every run of a commit measures its series again (a pull request's run, CI's,
+            # a retry), and detection runs again when a late baseline arrives: each finds
+            # the alert already there instead of raising another, and its triage stands.
+            models.UniqueConstraint(
+                fields=[
+                    "commit", "model", "strategy", "board", "toolchain", "shape_label", "kind"
+                ],
+                name="unique_alert_per_series_commit_kind",
+            )
         ]
         ordering = ["-created_at", "-id"]
 
@@ -685,6 +702,10 @@ class Alert(models.Model):
             f"{self.get_kind_display()} of {self.model} / {self.strategy} / {self.board}"
             f"{self.at_point} with {self.toolchain.label} @ {self.commit}"
         )
+
+    @property
+    def series_key(self) -> SeriesKey:
+        return SeriesKey.of(self)
 
     @property
     def at_point(self) -> str:
@@ -704,6 +725,21 @@ class Alert(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in (self.State.NEW, self.State.ACKNOWLEDGED)
+
+    def format_figure(self, value: float) -> str:
+        """``value`` as this alert's kind is read: bytes or milliseconds."""
+        if self.kind == self.Kind.LATENCY:
+            return f"{value:,.3f} ms"
+        return f"{value:,.0f} B"
+
+    @property
+    def remeasured_note(self) -> str:
+        """"re-measured: 131,072 B → 524,288 B" once a later run of the commit measured
+        another figure, else ""."""
+        if self.previous_value is None:
+            return ""
+        before, now = self.format_figure(self.previous_value), self.format_figure(self.value)
+        return f"re-measured: {before} → {now}"
 
     @property
     def is_toolchain_change(self) -> bool:

@@ -173,7 +173,13 @@ def _send(method: str, url: str, body: dict, token: str = "") -> tuple[int | Non
 def send_run_notifications(run: Run) -> list[Notification]:
     """Send every configured notification about the finished ``run``."""
     repository = run.repository
-    alerts = list(Alert.objects.for_run(run).with_related().order_by("model__name", "id"))
+    # Once the run is over, the commit's open alerts, whichever of its runs raised them: a
+    # re-run measuring the same figures raises none of its own, and must not turn the
+    # commit green; one that a maintainer closed no longer fails it. Until then, the run is
+    # pending, whatever an earlier run found.
+    alerts = list(
+        Alert.objects.for_commit(run.commit).open().with_related().order_by("model__name", "id")
+    ) if run.is_finished else []
     sent = []
     api = settings.PEAKWATCH_GITHUB_API_URL.rstrip("/")
     if repository.notifies_github:
@@ -206,9 +212,12 @@ def send_run_notifications(run: Run) -> list[Notification]:
                 run, channel=Notification.Channel.PR_COMMENT, url=url, status_code=status,
                 error=error,
             ))
-    if repository.slack_webhook_url and alerts and run.is_finished:
+    # Only news goes to Slack: alerts this run raised or measured a new figure for, not
+    # the same ones again at every re-run of the commit.
+    news = [alert for alert in alerts if alert.run_id == run.pk]
+    if repository.slack_webhook_url and news and run.is_finished:
         url = repository.slack_webhook_url
-        status, _, error = _send("POST", url, slack_message(run, alerts))
+        status, _, error = _send("POST", url, slack_message(run, news))
         # The URL is a secret; record only where it goes.
         sent.append(actions.record_notification(
             run, channel=Notification.Channel.SLACK, url=url.split("/services/")[0],

@@ -12,7 +12,16 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 
 from dashboard import fragments
-from dashboard.models import Alert, Board, Model, Repository, Result, Series, Toolchain
+from dashboard.models import (
+    Alert,
+    Board,
+    Commit,
+    Model,
+    Repository,
+    Result,
+    Series,
+    Toolchain,
+)
 from dashboard.sparklines import sparkline
 
 #: Commits a sparkline on the overview spans.
@@ -49,6 +58,27 @@ class LatestRow:
             f"{self.model.get_absolute_url()}?board={self.board.name}"
             f"&toolchain={self.toolchain.pk}"
         )
+
+
+@dataclass
+class CommitAlerts:
+    """One commit's row among the open alerts: its alerts, and the series they moved."""
+
+    commit: Commit
+    alerts: list[Alert]
+
+    @property
+    def series(self) -> int:
+        """Series moved: a series can have a bytes and a latency alert, and counts once."""
+        return len({alert.series_key for alert in self.alerts})
+
+    @property
+    def models(self) -> list[tuple[Model, int]]:
+        """(model, series of it moved), in the order of the alerts."""
+        moved: dict[int, tuple[Model, set]] = {}
+        for alert in self.alerts:
+            moved.setdefault(alert.model_id, (alert.model, set()))[1].add(alert.series_key)
+        return [(model, len(series)) for model, series in moved.values()]
 
 
 @dataclass
@@ -193,12 +223,12 @@ def open_alerts_html(request, *, maintainer: bool, here: str) -> str:
     """The overview's open alerts, one row per commit: a commit usually moves many series
     at once, and is triaged once."""
     commits = list(Alert.objects.open().newest_commits()[: OPEN_ALERT_COMMITS + 1])
-    groups = (
+    shown = (
         Alert.objects.open().filter(commit_id__in=commits[:OPEN_ALERT_COMMITS])
         # A row shows what the alerted result's planned bytes are made of.
         .select_related("result")
-        .grouped_by_commit()
     )
+    groups = [CommitAlerts(commit, alerts) for commit, alerts in shown.grouped_by_commit()]
     return render_to_string(
         "dashboard/_open_alerts.html",
         {

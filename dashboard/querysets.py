@@ -1,10 +1,22 @@
-"""Reusable filters, so views and tasks never rebuild them."""
+"""Reusable filters, so views and tasks never rebuild them.
+
+``dashboard.models`` imports this module to build its managers, so this one never imports
+``dashboard.models``: another model is reached through the app registry, once both are
+loaded (``_model``).
+"""
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.db import connections, models
 from django.db.models import OuterRef, Subquery
 from django.db.models.expressions import RawSQL
+
+from dashboard.series_key import SeriesKey
+
+
+def _model(name: str) -> type[models.Model]:
+    return apps.get_model("dashboard", name)
 
 
 class CommitQuerySet(models.QuerySet):
@@ -135,18 +147,25 @@ class ResultQuerySet(models.QuerySet):
             model__repository=repository, shape_label=shape_label,
         ).order_by("id")
 
-    def newest_by_series(self) -> dict[tuple[int, int, int, int, str], object]:
-        """The newest successful Result of each (model, strategy, board, toolchain ids,
-        shape label) key among these; of one commit run twice, the later run's. Meant for
-        one commit's results."""
-        newest = {}
-        for result in self.succeeded().order_by("id"):
-            key = (
-                result.model_id, result.strategy_id, result.board_id, result.toolchain_id,
-                result.shape_label,
-            )
-            newest[key] = result
-        return newest
+    def with_recorded_reads(
+        self, board: str, repository, *, model: str, strategy: str, toolchain: str,
+        shape_label: str = "",
+    ):
+        """Successful compiles of ``model`` x ``strategy`` with ``toolchain`` (a spec) on
+        the board named ``board`` in ``repository`` at ``shape_label`` that recorded what
+        they read of the checkout, newest first: those a commit may reuse when what they
+        read is unchanged there (workers/compile_cache.py). Originals only, and only the
+        repository's own, as in :meth:`cached`."""
+        return self.succeeded().filter(
+            board__name=board, reused_from__isnull=True, model__repository=repository,
+            model__name=model, strategy__name=strategy, toolchain__spec=toolchain,
+            shape_label=shape_label,
+        ).exclude(reads={}).select_related("commit").order_by("-id")
+
+    def newest_by_series(self) -> dict[SeriesKey, object]:
+        """The newest successful Result of each series among these; of one commit run
+        twice, the later run's. Meant for one commit's results."""
+        return {result.series_key: result for result in self.succeeded().order_by("id")}
 
     def with_toolchain_spec(self, spec: str):
         return self.filter(toolchain__spec=spec)
@@ -175,13 +194,11 @@ class ResultQuerySet(models.QuerySet):
                 self.model._meta.get_field(name).related_model._meta.db_table
                 for name in ("model", "strategy", "board", "toolchain")
             )
-            from dashboard.models import Series
-
             # Shape labels are open text, not a table: those of the summarised series
             # (a handful), and "" for results loaded without being summarised.
             labels = (
                 f"(SELECT '' AS shape_label UNION"
-                f" SELECT DISTINCT shape_label FROM {Series._meta.db_table})"
+                f" SELECT DISTINCT shape_label FROM {_model('Series')._meta.db_table})"
             )
             # Every model x strategy x board is a candidate series; the lateral lookup
             # finds nothing for the ones that never ran. Those tables are small.
@@ -252,6 +269,11 @@ class AlertQuerySet(models.QuerySet):
     def for_commit_sha(self, sha: str):
         """Alerts on the commits whose sha starts with ``sha`` (a short sha is enough)."""
         return self.filter(commit__sha__startswith=sha.lower())
+
+    def for_commit(self, commit):
+        """Every alert on ``commit``, whichever of its runs raised it: CI asks about a
+        commit, and a re-run of it must not hide what an earlier run found."""
+        return self.filter(commit=commit)
 
     def open(self):
         return self.filter(state__in=["new", "acknowledged"])

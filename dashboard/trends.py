@@ -37,6 +37,7 @@ from dashboard.models import (
     Toolchain,
     TrendSnapshot,
 )
+from dashboard.series_key import SeriesKey
 from planner.shapes import label_order
 
 #: Points per series the chart receives at most.
@@ -168,7 +169,7 @@ def _series_rows(
 
 
 #: The columns that tell one series from another, in the order of ``Series.key``.
-SERIES_COLUMNS = ("model_id", "strategy_id", "board_id", "toolchain_id", "shape_label")
+SERIES_COLUMNS = SeriesKey._fields
 
 #: What each stored point of a ``Series`` holds (``Series.points``).
 STORED_POINT_FIELDS = (

@@ -11,7 +11,7 @@ from django.core.cache import cache
 from django.http import (
     FileResponse,
     Http404,
-    HttpResponseBadRequest,
+    HttpResponseNotFound,
     JsonResponse,
     StreamingHttpResponse,
 )
@@ -66,7 +66,8 @@ def model_trend_page(request, repository: str, model: str):
     try:
         toolchain = find_toolchain(request.GET.get("toolchain", ""))
     except LookupError as unknown:
-        return HttpResponseBadRequest(str(unknown))
+        # As the API answers: a toolchain the filter names that does not exist is not found.
+        return HttpResponseNotFound(str(unknown))
     data = trend(model, board=board, branch=branch, toolchain=toolchain)
     tables = functools.cache(
         lambda: _trend_tables(model, board=board, branch=branch, toolchain=toolchain)

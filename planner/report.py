@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner.checkout_reads import CheckoutReads
 from planner.shapes import ShapeError, check_sizes
 
 # Same kernels on the same inputs must agree to float rounding; a wrong offset shows up
@@ -122,6 +123,10 @@ class StrategyReport:
     #: time), so pages can say so; every other figure is Peakwatch's own.
     reported_by_repository: list[str] = field(default_factory=list)
     error: str | None = None
+    #: What the compile's import read of the checkout, as the worker took it from the
+    #: import phase (:mod:`planner.checkout_reads`); None: not known. Never in a report's
+    #: JSON: no child says it for the compile.
+    checkout_reads: CheckoutReads | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -162,12 +167,14 @@ class StrategyReport:
 
     def to_json(self) -> dict:
         data = asdict(self)
+        for name in WORKER_FIELDS:
+            data.pop(name)
         data["board"] = self.board.to_json() if self.board else None
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> StrategyReport:
-        known = {f.name for f in dataclasses.fields(cls)}
+        known = {f.name for f in dataclasses.fields(cls)} - set(WORKER_FIELDS)
         values = {k: v for k, v in data.items() if k in known}
         if values.get("board") is not None:
             values["board"] = BoardFigures.from_json(values["board"])
@@ -194,6 +201,10 @@ def point_folder(out: Path, point: dict[str, int] | None) -> Path:
     if not point:
         return out
     return out / "points" / slug("-".join(f"{k}-{v}" for k, v in point.items()))
+
+
+#: Fields only the worker sets, from what it checked itself: a child's report has none.
+WORKER_FIELDS = ("checkout_reads",)
 
 
 class InvalidReport(ValueError):
@@ -231,7 +242,7 @@ def parse_report(data: Any) -> StrategyReport:
     """
     if not isinstance(data, dict):
         raise InvalidReport(f"a report is a {type(data).__name__}, not an object")
-    known = {f.name for f in dataclasses.fields(StrategyReport)}
+    known = {f.name for f in dataclasses.fields(StrategyReport)} - set(WORKER_FIELDS)
     unknown = sorted(str(k)[:80] for k in data if k not in known)
     if unknown:
         raise InvalidReport(f"unknown fields: {', '.join(unknown)}")

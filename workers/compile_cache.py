@@ -2,18 +2,57 @@
 
 A compile is identified by what it reads and how it is built: the repository it belongs to,
 the manifest's entry for the model (source, parameters and shape axis), the shape point,
-the pipeline, the repository's
-content that the compile can read (the whole tree but the manifest; nothing for a suite of
-zoo models), the strategy, the TVM version and toolchain (spec, version and git hash: two
-builds of one release differ), the target, and the planner code that builds and plans it.
-Two Results with the same key on the same board would measure the same thing, so the later
-one copies the earlier one's figures and artifacts (``Result.reused_from``).
+the pipeline, the repository's content that the compile read, the strategy, the TVM version
+and toolchain (spec, version and git hash: two builds of one release differ), the target,
+and the planner code that builds and plans it. Two Results with the same key on the same
+board would measure the same thing, so the later one copies the earlier one's figures and
+artifacts (``Result.reused_from``). Figures are only ever copied within one repository
+(``Result.objects.cached`` and ``with_recorded_reads`` are limited to it), so one
+repository's results never stand for another's, however alike their files.
 
-The repository is part of the key, and the lookup (``Result.objects.cached``) is limited to
-it too: figures are only ever copied within one repository, so one repository's results can
-never stand for another's, however alike their files. The content is the whole tree because
-the sandbox hands the compile the whole tree: a model file may import any module or read any
-file in it, so ``[suite] inputs`` (what a repository says its models read) cannot narrow it.
+The repository's content enters a key in one of two ways:
+
+- **The whole tree** (:func:`model_content_hash`, ``Result.cache_key``): every file but the
+  manifest (the model's own entry is hashed instead). The sandbox hands the import the whole
+  checkout, so this covers anything it could have read. Any change anywhere compiles every
+  model again. Names are read NUL-separated from git, so every name git can store counts,
+  unicode, quotes and newlines included.
+- **What the compile read** (:func:`reads_content_hash`, ``Result.reads``): the import
+  phase records the files it opened or probed (present or not) and the folders it listed
+  (:mod:`planner.checkout_reads`); the key is the hash of exactly those, each as git holds
+  it at the commit (content hash and mode, "folder", "missing", or a folder's names), plus
+  everything else above. A change to a file the model never read leaves it; a change to one
+  it read, a file added where it looked or listed, compiles it again.
+
+Why a record from the repository's own process is safe to use. The import ran the
+repository's code, which can write any record it likes, so the record is a hint, and it is
+used only to narrow, never to make a changed file that was read look unchanged:
+
+1. A Result stores the record *its own* compile made, and the key those paths gave at its
+   own commit. A later commit C reuses it only if the same paths give the same key at C:
+   every recorded file has the same blob id and mode (or is missing in both), every
+   recorded folder the same names, and the manifest entry, pipeline, strategy, TVM,
+   toolchain, target and planner match. C's own code never has a say: its record is not
+   made yet. Paths and their contents are read from git by the worker, never from the child.
+2. For an honest record, reuse is sound for the reason a build system's is: the import is
+   a function of what it read (the environment is in the key through TVM, toolchain and
+   planner), and at C everything it read, looked for or listed is the same, so it would
+   read the same files and hand over the same model.
+3. A lying record (a file left out) can only make its *own* figures stand for later
+   commits, and only for commits that descend from it: a recorded key is only believed at
+   a commit whose history holds the commit that recorded it (``gitrepo.is_ancestor``).
+   Code in C's own history (merged by someone who can push) could build any model it
+   likes at C anyway; a pull request nobody merged cannot make its figures stand for the
+   default branch's, nor for another repository's (the lookup never leaves the
+   repository).
+4. Where there is no record (results from before it existed, a toolchain's import that
+   wrote none, a record refused by ``workers.trust`` or marked incomplete because the
+   import started a program that may read files unrecorded) the whole-tree key alone
+   applies, which is the key the sandbox's view allows.
+
+What a record does not see: files outside the checkout (the environment, keyed by
+toolchain and planner instead), and files native code opens without Python (a C extension
+calling ``fopen``); see :mod:`planner.checkout_reads`.
 """
 
 from __future__ import annotations
@@ -21,9 +60,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from dashboard import gitrepo
+from planner.checkout_reads import ROOT, CheckoutReads
 from workers.manifest import MANIFEST_PATH, ModelEntry, Suite
 
 PLANNER_DIR = Path(__file__).resolve().parent.parent / "planner"
@@ -39,17 +80,23 @@ def planner_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def model_content_hash(
-    entry: ModelEntry, suite: Suite | None = None, repo: Path | None = None, sha: str = ""
-) -> str | None:
-    """What the model's compile reads, as a hash; None when it cannot be known (no caching)."""
-    digest = hashlib.sha256()
+def _recipe(entry: ModelEntry, suite: Suite | None) -> dict:
+    """What the manifest says of the model's compile."""
     pipeline = suite.pipeline if suite else ""
     read = {"source": entry.source, "params": entry.params, "pipeline": pipeline}
     if entry.shapes is not None:
         # The axis's bounds decide what TVM reserves at the bound, a figure of every point.
         read["shapes"] = entry.shapes.to_json()
-    digest.update(json.dumps(read, sort_keys=True, default=str).encode())
+    return read
+
+
+def model_content_hash(
+    entry: ModelEntry, suite: Suite | None = None, repo: Path | None = None, sha: str = ""
+) -> str | None:
+    """What the model's compile can read (the whole tree), as a hash; None when it cannot
+    be known (no caching)."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps(_recipe(entry, suite), sort_keys=True, default=str).encode())
     reads_repository = not entry.is_zoo or (suite is not None and suite.reads_repository)
     if not reads_repository:
         return digest.hexdigest()
@@ -63,6 +110,67 @@ def model_content_hash(
     except gitrepo.GitError:
         return None
     return digest.hexdigest()
+
+
+def reads_content_hash(
+    entry: ModelEntry, suite: Suite | None, reads: CheckoutReads, repo: Path, sha: str
+) -> str | None:
+    """What the model's compile read of the checkout (``reads``, its import's record), as
+    those paths are at ``sha``, as a hash; None when the commit cannot be listed."""
+    try:
+        entries = gitrepo.tree_entries(repo, sha)
+    except gitrepo.GitError:
+        return None
+    digest = hashlib.sha256()
+    # Never equal to a whole-tree hash: the two keys answer different questions.
+    digest.update(b"reads-v1\0")
+    digest.update(json.dumps(_recipe(entry, suite), sort_keys=True, default=str).encode())
+    for path in sorted(set(reads.files)):
+        digest.update(_state_line("file", path, _path_state(entries, path)))
+    listings = _listings(entries, set(reads.folders))
+    for path in sorted(set(reads.folders)):
+        state = _path_state(entries, path)
+        if state == "folder":
+            state = "names " + json.dumps(sorted(listings.get(path, [])))
+        digest.update(_state_line("folder", path, state))
+    return digest.hexdigest()
+
+
+def _state_line(kind: str, path: str, state: str) -> bytes:
+    # fsencode: a name that is not UTF-8 hashes as the bytes git holds.
+    return b"\0".join((kind.encode(), os.fsencode(path), state.encode())) + b"\n"
+
+
+def _path_state(entries: dict[str, gitrepo.TreeEntry], path: str) -> str:
+    """What a process finds at ``path`` of the checkout of that tree."""
+    if path == ROOT:
+        return "folder"
+    parts = path.split("/")
+    for end in range(1, len(parts)):
+        prefix = "/".join(parts[:end])
+        entry = entries.get(prefix)
+        if entry is not None and entry.kind == "link":
+            # Where it leads was recorded as a path of its own (realpath), if inside.
+            return f"through link {prefix} {entry.oid}"
+        if entry is None or entry.kind != "folder":
+            return "missing"
+    entry = entries.get(path)
+    if entry is None:
+        return "missing"
+    if entry.kind == "folder":
+        return "folder"
+    return f"{entry.kind} {entry.mode} {entry.oid}"
+
+
+def _listings(entries: dict[str, gitrepo.TreeEntry], folders: set[str]) -> dict[str, list]:
+    """The names (and kinds) in each of ``folders``, as listing it shows them."""
+    names: dict[str, list] = {}
+    for path, entry in entries.items():
+        parent, _, name = path.rpartition("/")
+        parent = parent or ROOT
+        if parent in folders:
+            names.setdefault(parent, []).append([name, entry.kind])
+    return names
 
 
 def cache_key(

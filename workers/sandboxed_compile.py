@@ -10,14 +10,19 @@ what they add to the job (:class:`BoardOptions`), never how it is run.
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from planner.checkout_reads import CheckoutReads
 from planner.job_spec import CudaOptions, JobSpec, MicroOptions
 from planner.report import StrategyReport
 from planner.tvm.imported import FILES, UNBOUND_FILE
 from planner.tvm.toolchain import Toolchain
 from workers import sandbox, trust
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -90,12 +95,17 @@ class SandboxedCompile:
         python = toolchain.python if toolchain else None
         folders = toolchain.folders if toolchain else ()
         spec = self.spec(job)
+        reads_file = artifacts / "import" / "reads.json"
+        if os.path.lexists(reads_file):
+            # An earlier compile's record must never stand for this one's.
+            reads_file.unlink()
         try:
             failed = sandbox.run_job(
                 spec.replace(
                     phase="import", out=str(handed),
                     base_dir=str(job.tree.resolve()) if job.tree is not None else None,
                     pipeline=job.pipeline, planner_time_limit=self.limits.planner_seconds,
+                    reads_out=str(reads_file) if job.tree is not None else None,
                 ),
                 artifacts / "import", tree=job.tree, limits=self.limits, python=python,
                 folders=folders,
@@ -106,6 +116,7 @@ class SandboxedCompile:
                 first = next(iter(errors.values()), "the model's import returned reports, "
                              "not a model")
                 return job.failed(first, errors)
+            reads = self.checkout_reads(job, reads_file)
             received = artifacts / "compile" / "network"
             # Only the micro board reads the unbound module: nothing else gets a second one.
             wanted = [f for f in FILES if spec.micro is not None or f != UNBOUND_FILE]
@@ -129,7 +140,21 @@ class SandboxedCompile:
                 report, artifacts / "compile" / "out", model=job.model_name,
                 limit=self.limits.file_bytes,
             )
+            report.checkout_reads = reads
         return reports
+
+    @staticmethod
+    def checkout_reads(job: CompileJob, path: Path) -> CheckoutReads | None:
+        """What the import read of the checkout, or None (the compile cache then keys the
+        model by the whole tree). A record that is missing, incomplete or refused never
+        fails the compile: it only makes the cache less precise."""
+        if job.tree is None:
+            return None
+        try:
+            return trust.read_checkout_reads(path)
+        except trust.HandoverError as exc:
+            log.warning("%s: %s; keyed by the whole tree", job.model_name, exc)
+            return None
 
     def spec(self, job: CompileJob) -> JobSpec:
         """What both phases share; each adds its own fields."""

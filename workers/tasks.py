@@ -18,6 +18,7 @@ from django.conf import settings
 
 from dashboard import actions, gitrepo, queue
 from dashboard.models import Result, Run
+from planner.checkout_reads import CheckoutReads, InvalidReads, parse_reads
 from planner.report import StrategyReport
 from planner.shapes import ShapeAxis, label
 from workers import boards, compile_cache, manifest, sandbox, toolchains
@@ -199,8 +200,9 @@ def _run_model(
     todo = _missing(run, suite, entry, board, spec)
     if not todo:
         return
-    keys = _cache_keys(run, suite, entry, runner, todo, mirror, toolchain)
-    todo = _reuse_cached(run, entry, board, todo, keys, _label(toolchain))
+    cache = _CacheLookup(run, suite, entry, runner, mirror, toolchain)
+    keys = cache.whole_tree_keys(todo)
+    todo = _reuse_cached(run, entry, board, todo, keys, _label(toolchain), cache=cache)
     if not todo:
         return
     where = f"{entry.name} on {board} with {_label(toolchain)}"
@@ -234,6 +236,7 @@ def _run_model(
         actions.record_result(
             run, model=entry.name, strategy=report.strategy, board=board, report=report,
             cache_key=keys.get(key, "") if report.ok else "", toolchain=spec,
+            reads=cache.recorded(report) if report.ok else None,
         )
 
 
@@ -283,30 +286,89 @@ def _record_offline(run: Run, suite: manifest.Suite, board: str, reason: str) ->
     actions.finish_run(run, error=f"board {board} is offline: {reason}")
 
 
-def _cache_keys(
-    run: Run, suite, entry, runner, todo, mirror: Path, toolchain: toolchains.Toolchain
-) -> dict[tuple[str, str], str]:
-    """The compile-cache key of each (strategy, shape label) of ``todo``; empty when the
-    model's content is unknown."""
-    content = compile_cache.model_content_hash(entry, suite, mirror, run.commit.sha)
-    if content is None:
-        return {}
-    identity = runner.cache_identity
-    if toolchain.spec:
-        version, extra = toolchain.tvm_version, {"toolchain": toolchain.identity}
-    else:
-        version, extra = compile_cache.tvm_version(), {}
-    return {
-        (strategy, label(point)): compile_cache.cache_key(
-            content, strategy, version, identity, repository=run.repository_id,
-            shape=label(point), **extra,
+#: Earlier compiles of a model x strategy x point whose records are tried at a commit.
+RECORDED_CANDIDATES = 20
+
+
+class _CacheLookup:
+    """The compile-cache keys of one model under one toolchain at the run's commit, by the
+    whole tree and by what earlier compiles read (workers/compile_cache.py)."""
+
+    def __init__(self, run: Run, suite, entry, runner, mirror: Path, toolchain):
+        self.run, self.suite, self.entry, self.mirror = run, suite, entry, mirror
+        self.toolchain = toolchain.spec
+        self.identity = runner.cache_identity
+        if toolchain.spec:
+            self.version, self.extra = toolchain.tvm_version, {"toolchain": toolchain.identity}
+        else:
+            self.version, self.extra = compile_cache.tvm_version(), {}
+        self._by_reads: dict[CheckoutReads, str | None] = {}
+
+    def key(self, content: str, strategy: str, point: dict[str, int]) -> str:
+        return compile_cache.cache_key(
+            content, strategy, self.version, self.identity,
+            repository=self.run.repository_id, shape=label(point), **self.extra,
         )
-        for strategy, point in todo
-    }
+
+    def whole_tree_keys(self, todo) -> dict[tuple[str, str], str]:
+        """The whole-tree key of each (strategy, shape label) of ``todo``; empty when the
+        model's content is unknown."""
+        content = compile_cache.model_content_hash(
+            self.entry, self.suite, self.mirror, self.run.commit.sha
+        )
+        if content is None:
+            return {}
+        return {
+            (strategy, label(point)): self.key(content, strategy, point)
+            for strategy, point in todo
+        }
+
+    def _read_key(self, reads: CheckoutReads, strategy: str, point) -> str | None:
+        if reads not in self._by_reads:
+            self._by_reads[reads] = compile_cache.reads_content_hash(
+                self.entry, self.suite, reads, self.mirror, self.run.commit.sha
+            )
+        content = self._by_reads[reads]
+        return self.key(content, strategy, point) if content is not None else None
+
+    def recorded(self, report: StrategyReport) -> dict | None:
+        """What ``report``'s compile read and the key it gives here, for ``Result.reads``."""
+        reads = report.checkout_reads
+        if reads is None:
+            return None
+        key = self._read_key(reads, report.strategy, report.shape_point)
+        return {**reads.to_json(), "key": key} if key else None
+
+    def unchanged_since(self, board: str, strategy: str, point) -> Result | None:
+        """An earlier compile whose recorded files are all unchanged at this commit, in
+        this commit's history; None when there is none."""
+        candidates = Result.objects.with_recorded_reads(
+            board, self.run.repository_id, model=self.entry.name, strategy=strategy,
+            toolchain=self.toolchain, shape_label=label(point),
+        ).exclude(run=self.run)[:RECORDED_CANDIDATES]
+        for candidate in candidates:
+            try:
+                # Checked when it was stored; checked again, as anything read back is.
+                reads = parse_reads({k: v for k, v in candidate.reads.items() if k != "key"})
+            except InvalidReads:
+                continue
+            if candidate.reads.get("key") != self._read_key(reads, strategy, point):
+                continue
+            # A record is the recording commit's word: believed only in its descendants.
+            if self._descends_from(candidate.commit.sha):
+                return candidate
+        return None
+
+    def _descends_from(self, sha: str) -> bool:
+        try:
+            return gitrepo.is_ancestor(self.mirror, sha, self.run.commit.sha)
+        except gitrepo.GitError:  # a commit the mirror no longer has
+            return False
 
 
 def _reuse_cached(
-    run: Run, entry, board: str, todo, keys: dict[tuple[str, str], str], name: str = ""
+    run: Run, entry, board: str, todo, keys: dict[tuple[str, str], str], name: str = "",
+    *, cache: _CacheLookup | None = None,
 ) -> list[tuple[str, dict[str, int]]]:
     """Record cached figures for what was compiled before; return the (strategy, point)
     pairs that still need a compile."""
@@ -319,6 +381,8 @@ def _reuse_cached(
                 Result.objects.cached(keys[key], board, run.repository_id, shape_label=key[1])
                 .exclude(run=run).first()
             )
+        if source is None and cache is not None:
+            source = cache.unchanged_since(board, strategy, point)
         if source is None:
             left.append((strategy, point))
             continue

@@ -140,3 +140,23 @@ def test_a_private_peakwatch_is_readable_once_logged_in(client, private, alert):
 
     for url in (reverse("home"), reverse("alerts"), reverse("api:run-list")):
         assert client.get(url).status_code == 200, url
+
+
+def test_a_private_peakwatch_lets_a_token_follow_its_own_repositorys_runs_only(
+    client, private, alert
+):
+    run = alert.run
+    other = actions.track_repository("other", "/nonexistent/other.git")
+    own = actions.create_api_token("ci", run.repository)[1]
+    foreign = actions.create_api_token("theirs", other)[1]
+    detail = reverse("api:run-detail", args=[run.pk])
+
+    followed = client.get(detail, HTTP_AUTHORIZATION=f"Bearer {own}")
+    refused = client.get(detail, HTTP_AUTHORIZATION=f"Bearer {foreign}")
+    listing = client.get(reverse("api:run-list"), HTTP_AUTHORIZATION=f"Bearer {own}")
+    unknown = client.get(detail, HTTP_AUTHORIZATION="Bearer not-a-token")
+
+    assert followed.status_code == 200 and followed.json()["alerts"]
+    assert refused.status_code == 401
+    assert listing.status_code == 401
+    assert unknown.status_code == 401

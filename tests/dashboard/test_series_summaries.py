@@ -144,15 +144,16 @@ def test_each_toolchain_is_a_line_of_its_own(client, recorded_history):
     assert by_id["toolchain"]["spec"] == "apache-tvm==0.26.0"
 
 
-def test_an_unknown_toolchain_is_refused(client, recorded_history):
+def test_an_unknown_toolchain_is_not_found(client, recorded_history):
     small_cnn = line().model
 
     api = client.get(f"/api/models/{small_cnn.pk}/trend/", {"toolchain": "nope"})
     page = client.get(small_cnn.get_absolute_url(), {"toolchain": "987654"})
 
-    assert api.status_code == 400
-    assert "toolchain" in api.json()
-    assert page.status_code == 400
+    assert api.status_code == 404
+    assert "no toolchain 'nope'" in api.json()["toolchain"]
+    assert page.status_code == 404
+    assert b"no toolchain '987654'" in page.content
 
 
 def test_the_model_page_offers_each_board_and_toolchain_with_results(client, recorded_history):

@@ -238,8 +238,10 @@ def test_unsigned_deliveries_are_logged_once_a_window_and_counted(settings, clie
                                                                    head):
     from django.core.cache import cache
 
+    from dashboard.actions.deliveries import _rejection_keys
+
     settings.PEAKWATCH_WEBHOOK_REJECTION_WINDOW = 60
-    marker, unlogged = actions._rejection_keys(Outcome.BAD_SIGNATURE, tracked)
+    marker, unlogged = _rejection_keys(Outcome.BAD_SIGNATURE, tracked)
     cache.delete_many([marker, unlogged])
 
     answers = [deliver(client, push_payload(head), event="push", secret="forged").status_code

@@ -1,26 +1,52 @@
-"""``manage.py run NAME [--sha SHA | --branch B] [--wait]``: run one commit of a repository.
+"""``manage.py run NAME [--sha SHA | --branch B] [--wait] [--fail-on-alert[=KIND]]``: run one
+commit of a repository.
 
-Exit status with ``--wait``: 0 when the run succeeded (every result ok), 1 when it is
-partial (some results failed) or failed (none succeeded, or the run itself failed), 2 on bad
-input. With the embedded default (no broker) the run happens here, in process; with workers,
-``--wait`` follows its progress.
+With the embedded default (no broker) the run happens here, in process; with workers,
+``--wait`` follows its progress. It then prints the results and the commit's alerts.
 """
 
 from __future__ import annotations
 
 import time
+from argparse import RawDescriptionHelpFormatter
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
 from dashboard import gitrepo, tracking
-from dashboard.models import Repository, Result, Run
+from dashboard.commit_alerts import (
+    EXIT_ALERT,
+    FAIL_ON,
+    commit_alerts,
+    failing,
+    links,
+    movement,
+    series_name,
+)
+from dashboard.models import Alert, Repository, Result, Run
 from dashboard.templatetags.peakwatch import human_bytes
+from planner.shapes import label_order
 
 POLL_SECONDS = 2.0
 
+EXIT_STATUS = f"""\
+exit status:
+  0  the run succeeded (and, with --fail-on-alert, no open alert of that kind is on the commit)
+  1  the run is partial or failed, waits for approval, or ran past --timeout (whatever the
+     commit's alerts: a run that did not succeed keeps this code)
+  2  bad input: an unknown repository or revision
+  {EXIT_ALERT}  the run succeeded, but --fail-on-alert found an open alert on the commit; open is
+     new or acknowledged, while intended, invalid and fixed are closed"""
+
+
+class _HelpFormatter(DjangoHelpFormatter, RawDescriptionHelpFormatter):
+    pass
+
 
 class Command(BaseCommand):
-    help = "Run the suite of one commit of a tracked repository (its branch head by default)."
+    help = (
+        "Run the suite of one commit of a tracked repository (its branch head by default);\n"
+        "with --wait, print its results and the commit's alerts.\n\n" + EXIT_STATUS
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="the tracked repository's name")
@@ -28,11 +54,25 @@ class Command(BaseCommand):
         rev.add_argument("--sha", help="a commit (full or short sha)")
         rev.add_argument("--branch", help="a branch; its head is run")
         parser.add_argument("--wait", action="store_true",
-                            help="follow the run, print its results, exit 1 if any failed")
+                            help="follow the run, print its results and the commit's alerts, "
+                            "exit 1 if any result failed")
+        parser.add_argument(
+            "--fail-on-alert", nargs="?", const="bytes", choices=FAIL_ON, default=None,
+            metavar="{bytes,latency,any}",
+            help=f"implies --wait; exit {EXIT_ALERT} when an open alert of this kind (bytes "
+            f"when no kind is given) is on the commit: what a CI job fails on",
+        )
         parser.add_argument("--timeout", type=float, default=3 * 3600,
                             help="seconds --wait waits at most")
 
-    def handle(self, *args, name, sha, branch, wait, timeout, **options):
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        # The help's exit codes are a table a CI author reads: keep its line breaks.
+        parser.formatter_class = _HelpFormatter
+        return parser
+
+    def handle(self, *args, name, sha, branch, wait, timeout, fail_on_alert, **options):
+        wait = wait or fail_on_alert is not None
         repository = Repository.objects.filter(name=name).first()
         if repository is None:
             known = ", ".join(Repository.objects.values_list("name", flat=True)) or "none"
@@ -59,9 +99,19 @@ class Command(BaseCommand):
             return
         run = self._follow(run, timeout)
         self._table(run)
+        alerts = commit_alerts(run.commit)
+        self._alerts(run, alerts)
         self.stdout.write(_outcome(run))
         if run.status != Run.Status.SUCCEEDED:
             raise CommandError(_outcome(run), returncode=1)
+        failed_on = failing(alerts, fail_on_alert) if fail_on_alert else []
+        if failed_on:
+            kind = "" if fail_on_alert == "any" else f"{fail_on_alert} "
+            raise CommandError(
+                f"{len(failed_on)} open {kind}alert(s) on "
+                f"{run.commit.short_sha}: see {links(run)['alerts']}",
+                returncode=EXIT_ALERT,
+            )
 
     def _follow(self, run: Run, timeout: float) -> Run:
         deadline = time.monotonic() + timeout
@@ -83,12 +133,13 @@ class Command(BaseCommand):
             time.sleep(POLL_SECONDS)
 
     def _table(self, run: Run) -> None:
-        rows = list(
-            Result.objects.for_run(run)
-            .select_related("model", "strategy", "board", "toolchain")
-            .order_by(
-                "model__name", "shape_label", "board__name", "strategy__name", "toolchain__spec"
-            )
+        rows = sorted(
+            Result.objects.for_run(run).select_related("model", "strategy", "board", "toolchain"),
+            # Points by value: as text, seq=128 would come before seq=32.
+            key=lambda r: (
+                r.model.name, label_order(r.shape_label), r.board.name, r.strategy.name,
+                r.toolchain.spec, r.pk,
+            ),
         )
         labels = {result.toolchain_id: result.toolchain.label for result in rows}
         # Two toolchains make each model and strategy appear twice: a column tells them apart.
@@ -110,6 +161,21 @@ class Command(BaseCommand):
                 f"{model:<20} {result.board.name:<8} {result.strategy.name:<32} "
                 f"{toolchain}{human_bytes(result.planned_bytes):>12} "
                 f"{human_bytes(result.measured_peak_bytes):>12}  {status}"
+            )
+
+    def _alerts(self, run: Run, alerts: list[Alert]) -> None:
+        if not alerts:
+            self.stdout.write(f"no alerts on {run.commit.short_sha}")
+            return
+        opened = sum(alert.is_open for alert in alerts)
+        self.stdout.write(
+            f"{len(alerts)} alert(s) on {run.commit.short_sha}, {opened} open: "
+            f"{links(run)['alerts']}"
+        )
+        for alert in alerts:
+            self.stdout.write(
+                f"  {alert.kind:<7} {series_name(alert)}{alert.at_point}: {movement(alert)}"
+                f"  [{alert.state}]"
             )
 
 

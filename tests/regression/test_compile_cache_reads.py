@@ -1,0 +1,258 @@
+"""Compile-cache keys from what the compile really read, and names git has to quote.
+
+A model's figures are reused when nothing it read changed, and compiled again when anything
+it read, looked for or listed did: whatever the names (unicode, spaces, quotes, newlines),
+however many other models share the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dashboard import actions, gitrepo
+from dashboard.demo import git
+from dashboard.models import Result, Run
+from planner.checkout_reads import MAX_PATHS, CheckoutReads
+from tests.tracking.conftest import Repo
+from workers import compile_cache, trust
+from workers.manifest import ModelEntry, Suite
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+#: Names git C-quotes in its line-based output: a non-ASCII byte, a space, a quote, a newline.
+FOLDER = "módels"
+MODEL_FILE = f'{FOLDER}/grow "q".py'
+WIDTH_FILE = f"{FOLDER}/width\nof grow.txt"
+UNREAD_FILE = f"{FOLDER}/notes ü \"unread\".txt"
+
+#: A model whose hidden layer is as wide as a file of the repository says.
+GROW = '''from pathlib import Path
+
+from planner.tvm.zoo.mlp import mlp
+
+WIDTH = Path(__file__).parent / "width\\nof grow.txt"
+
+
+def build():
+    return mlp(features=8, hidden=(int(WIDTH.read_text()),), classes=2)
+'''
+
+
+@pytest.fixture
+def empty_repo(tmp_path) -> Repo:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    return Repo(path)
+
+
+def _model(width: int) -> str:
+    return f'''from planner.tvm.zoo.mlp import mlp
+
+
+def build():
+    return mlp(features=8, hidden=({width},), classes=2)
+'''
+
+
+def _manifest(models: dict[str, str]) -> str:
+    lines = ['[suite]', 'strategies = ["greedy-by-size"]', 'boards = ["cpu"]']
+    for name, source in models.items():
+        lines += ["", "[[models]]", f'name = "{name}"', f"source = {json.dumps(source)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _run(repository, repo: Repo, sha: str) -> Run:
+    info = gitrepo.commit_info(repo.path, sha)
+    commit = actions.record_commit(
+        repository, sha=info.sha, parent_sha=info.parent_sha, branch="main",
+        author=info.author, message=info.message, committed_at=info.committed_at,
+    )
+    run = Run.objects.get(pk=actions.start_run(commit).pk)
+    assert run.status == Run.Status.SUCCEEDED, (run.error, run.log)
+    return run
+
+
+def _result(run: Run, model: str) -> Result:
+    return Result.objects.get(run=run, model__name=model)
+
+
+def test_the_whole_tree_key_sees_every_name_git_can_store(empty_repo):
+    # Given a file model whose folder and neighbours have names git quotes
+    repo = empty_repo
+    repo.write("peakwatch.toml", _manifest({"grow": f"{MODEL_FILE}:build"}))
+    repo.write(MODEL_FILE, GROW)
+    repo.write(WIDTH_FILE, "16")
+    repo.write(UNREAD_FILE, "first")
+    shas = [repo.commit("Track a model in a folder with a unicode name")]
+    entry = ModelEntry("grow", f"{MODEL_FILE}:build", {})
+    suite = Suite((entry,), ("greedy-by-size",), ("cpu",))
+
+    # When each of those files changes in turn
+    for path, text in ((WIDTH_FILE, "4096"), (UNREAD_FILE, "second"), (MODEL_FILE, GROW + "\n")):
+        repo.write(path, text)
+        shas.append(repo.commit(f"Change {path!r}"))
+
+    # Then every commit has a key of its own: no name drops out of the whole tree
+    keys = [compile_cache.model_content_hash(entry, suite, repo.path, sha) for sha in shas]
+    assert None not in keys
+    assert len(set(keys)) == len(shas)
+    assert gitrepo.blob_id(repo.path, shas[0], WIDTH_FILE) is not None
+    assert FOLDER in gitrepo.top_level(repo.path, shas[0])
+
+
+def test_the_read_key_follows_exactly_the_files_looked_at_and_the_folders_listed(empty_repo):
+    repo = empty_repo
+    repo.write("peakwatch.toml", _manifest({"a": "models/a.py:build"}))
+    repo.write("models/a.py", _model(4))
+    repo.write("models/b.py", _model(8))
+    base = repo.commit("Two models")
+    entry = ModelEntry("a", "models/a.py:build", {})
+    suite = Suite((entry,), ("greedy-by-size",), ("cpu",))
+    # What a's import did: read its file, looked for a config that is not there, listed
+    # the root (the import system does, the checkout is on sys.path).
+    reads = CheckoutReads(files=("models/a.py", "models/a.toml"), folders=(".",))
+
+    def key(sha: str) -> str:
+        return compile_cache.reads_content_hash(entry, suite, reads, repo.path, sha)
+
+    repo.write("models/b.py", _model(16))
+    other_model = repo.commit("Widen b")
+    repo.write("models/a.toml", "width = 2\n")
+    looked_for = repo.commit("Add the config a looks for")
+    repo.write("extra.py", "X = 1\n")
+    in_listed_folder = repo.commit("A module next to the manifest")
+
+    assert key(other_model) == key(base)
+    assert key(looked_for) != key(other_model)
+    assert key(in_listed_folder) != key(looked_for)
+
+
+def _record(tree: Path, script: str, tmp_path: Path) -> dict:
+    """Run ``script`` in a fresh Python in ``tree`` after ``start_recording``; its record."""
+    out = tmp_path / "reads.json"
+    code = (
+        "import sys\nfrom planner.checkout_reads import start_recording\n"
+        f"recorder = start_recording({str(tree)!r})\n{script}\n"
+        f"recorder.write({str(out)!r})\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, check=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(PROJECT), "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    return json.loads(out.read_text())
+
+
+def test_the_import_records_what_it_opened_imported_probed_and_listed(tmp_path):
+    tree = tmp_path / "tree"
+    (tree / FOLDER).mkdir(parents=True)
+    (tree / WIDTH_FILE).write_text("16")
+    (tree / "helper_mod.py").write_text("VALUE = 1\n")
+    (tree / "data").mkdir()
+    (tree / "link").symlink_to("data")
+
+    record = _record(tree, "\n".join([
+        "import os, glob, helper_mod",
+        f"open({WIDTH_FILE!r}).read()",
+        "os.path.exists('missing.cfg')",
+        "glob.glob('data/*')",
+        "os.listdir('link')",
+        "open('/etc/hostname').close()",
+    ]), tmp_path)
+
+    assert {WIDTH_FILE, "helper_mod.py", "missing.cfg"} <= set(record["files"])
+    # Through a link: the link and where it leads.
+    assert {".", "data", "link"} <= set(record["folders"])
+    # Files outside the checkout are the environment's, keyed by toolchain instead.
+    assert not any(path.startswith("/") or ".." in path for path in record["files"])
+
+
+def test_a_program_that_may_read_files_unrecorded_leaves_no_record(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+
+    record = _record(tree, "import subprocess\nsubprocess.run(['sh', '-c', 'true'])", tmp_path)
+
+    assert set(record) == {"incomplete"}
+
+
+@pytest.mark.parametrize("record, why", [
+    ({"files": ["../outside"]}, "not a normal relative path"),
+    ({"files": ["/etc/passwd"]}, "absolute"),
+    ({"folders": ["a//b"]}, "not a normal relative path"),
+    ({"files": [7]}, "not a text"),
+    ({"files": ["a"] * (MAX_PATHS + 1)}, "more than"),
+    ({"files": [], "key": "forged"}, "unknown fields"),
+])
+def test_a_record_that_breaks_the_format_is_refused(tmp_path, record, why):
+    path = tmp_path / "reads.json"
+    path.write_text(json.dumps(record))
+
+    with pytest.raises(trust.HandoverError, match=why):
+        trust.read_checkout_reads(path)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_a_changed_file_with_a_quoted_name_is_compiled_again_and_an_unread_one_is_not(
+    empty_repo,
+):
+    # Given a model under módels/ whose width is read from a file named with a newline
+    repo = empty_repo
+    repo.write("peakwatch.toml", _manifest({"grow": f"{MODEL_FILE}:build"}))
+    repo.write(MODEL_FILE, GROW)
+    repo.write(WIDTH_FILE, "16")
+    repo.write(UNREAD_FILE, "first")
+    small = repo.commit("Track a model in a folder with a unicode name")
+    repository = actions.track_repository("quoted", str(repo.path))
+    first = _result(_run(repository, repo, small), "grow")
+
+    # When the file it reads grows the model
+    repo.write(WIDTH_FILE, "4096")
+    large = repo.commit("Widen the model")
+    second_run = _run(repository, repo, large)
+    second = _result(second_run, "grow")
+
+    # Then it was compiled again, and its figure is the new one
+    assert not second.is_reused, second_run.log
+    assert second.planned_bytes > first.planned_bytes
+    assert WIDTH_FILE in second.reads["files"]
+
+    # When only a file it never read changes
+    repo.write(UNREAD_FILE, "second")
+    docs = repo.commit("Change a file the model never reads")
+    third_run = _run(repository, repo, docs)
+    third = _result(third_run, "grow")
+
+    # Then the widened figures are reused, not the first commit's
+    assert third.reused_from == second, third_run.log
+    assert third.planned_bytes == second.planned_bytes
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_changing_one_models_file_compiles_only_that_model(empty_repo):
+    # Given two models in one repository
+    repo = empty_repo
+    repo.write("peakwatch.toml", _manifest({"a": "models/a.py:build", "b": "models/b.py:build"}))
+    repo.write("models/a.py", _model(16))
+    repo.write("models/b.py", _model(16))
+    first_sha = repo.commit("Two models")
+    repository = actions.track_repository("two", str(repo.path))
+    first = _run(repository, repo, first_sha)
+
+    # When only b's file changes
+    repo.write("models/b.py", _model(512))
+    second = _run(repository, repo, repo.commit("Widen b"))
+
+    # Then b was compiled again with its new figure, and a's figures were reused
+    a, b = _result(second, "a"), _result(second, "b")
+    assert a.reused_from == _result(first, "a"), second.log
+    assert not b.is_reused
+    assert b.planned_bytes > _result(first, "b").planned_bytes
