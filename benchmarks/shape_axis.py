@@ -121,7 +121,7 @@ def markdown(table: list[dict], reports: list[StrategyReport]) -> str:
     shown = set()
     for report in reports:
         formula = report.peak_formula
-        if not formula or report.model in shown:
+        if "expression" not in formula or report.model in shown:
             continue
         shown.add(report.model)
         checked = formula["checked"]

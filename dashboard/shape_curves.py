@@ -128,7 +128,8 @@ def shape_curves(
       ``commits``);
     - ``reserved_at_bound``: TVM's reservation for the symbolic build at the newest commit;
       ``overallocation``: per point, the need against stock and that reservation;
-    - ``formulas``: each strategy's peak as a formula of the symbols, where it has one.
+    - ``formulas``: each strategy's peak as a formula of the symbols, where it has one, and
+      why not where it has none.
     """
     results = _at_points(Result.objects.for_model(model), board=board, toolchain=toolchain,
                          branch=branch)
@@ -227,13 +228,17 @@ def _best(rows: list[_Row], points: list[str]) -> str | None:
 
 def formulas(rows: list[_Row], points: list[str]) -> list[dict]:
     """Each strategy's peak formula among ``rows`` (one commit), with whether its plan held
-    at every point of the axis (a plan valid there, never below the planned bytes)."""
+    at every point of the axis (a plan valid there, never below the planned bytes); or,
+    where the compile said why it has none, ``{"strategy", "missing": why}``."""
     found = []
     for strategy in sorted({row.strategy for row in rows}):
         formula = next(
             (row.peak_formula for row in rows if row.strategy == strategy and row.peak_formula),
             None,
         )
+        if formula and not formula.get("expression") and formula.get("missing"):
+            found.append({"strategy": strategy, "missing": str(formula["missing"])})
+            continue
         if not formula or not formula.get("expression"):
             continue
         checked = formula.get("checked") or {}

@@ -1,7 +1,11 @@
 """Peak bytes as a formula of a model's symbolic dimensions, from a plan valid at every shape.
 
 Buffer sizes of shape arithmetic are polynomials in the symbols (``64*h*w*2`` bytes), at
-least on the lattice of sizes a model is run at (strided convolutions divide). A plan made
+least on the lattice of sizes a model is run at (strided convolutions divide). Each buffer
+sits at an aligned offset, so what it takes of the arena is its size rounded up to the
+alignment, ``64*ceil(n/64)``: no polynomial (a ``(1, seq)`` bool tensor takes 64 B at seq 32
+and 64, 128 B at 128), so the rounding is kept in the formula (:class:`Aligned`) and only
+the unrounded size is fitted. A plan made
 at the bounds keeps its *order* at every smaller shape if each buffer's offset is not a
 number but the highest end among the buffers placed below it that live at the same time,
 as Inductor's symbolic offsets are: ``offset_i(s) = max(end_j(s))``, ``end_i = offset_i +
@@ -15,6 +19,7 @@ symbolic module and hands them here.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -64,6 +69,13 @@ class Polynomial:
             Fraction(0),
         )
 
+    def dominates(self, other: Polynomial, minimum: Mapping[str, int]) -> bool:
+        """Whether this is >= ``other`` wherever every symbol is at least ``minimum``."""
+        return (self - other).nonnegative_from(minimum)
+
+    def scaled(self, factor: int | Fraction) -> Polynomial:
+        return Polynomial.of(self.symbols, {e: c * factor for e, c in self.terms})
+
     def nonnegative_from(self, minimum: Mapping[str, int]) -> bool:
         """Whether this is >= 0 wherever every symbol is at least ``minimum``: every
         coefficient is non-negative once each symbol is written ``minimum + u``, u >= 0."""
@@ -98,6 +110,120 @@ class Polynomial:
             parts.append(("- " if coefficient < 0 else "+ ") + body)
         text = " ".join(parts)
         return text[2:] if text.startswith("+ ") else "-" + text[2:]
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """Bytes of buffers at aligned offsets: ``exact + sum(count * align(size))`` with
+    ``align(n) = alignment * ceil(n / alignment)``.
+
+    A size that is a multiple of the alignment for every value of the symbols is added to
+    ``exact``; the others keep their rounding, which is what makes the sum exact at small
+    points where a polynomial through the rounded sizes does not exist.
+    """
+
+    exact: Polynomial
+    #: (unrounded size, how many times it is added), sorted so equal sums compare equal.
+    rounded: tuple[tuple[Polynomial, int], ...] = ()
+    alignment: int = 1
+
+    @classmethod
+    def of_size(
+        cls, size: Polynomial, alignment: int, steps: Mapping[str, int] | None = None
+    ) -> Aligned:
+        """One buffer of unrounded ``size`` bytes, where each symbol is a multiple of its
+        ``steps`` (1 where not given): a size that is then always a multiple of the
+        alignment stays a polynomial (``16*h**2``, not ``128*ceil(h**2/8)`` for h in 8, 16,
+        32)."""
+        steps = steps or {}
+        on_lattice = [
+            c * prod(steps.get(s, 1) ** e for s, e in zip(size.symbols, exps, strict=True))
+            for exps, c in size.terms
+        ]
+        if all((c / alignment).denominator == 1 for c in on_lattice):
+            return cls(size, (), alignment)
+        return cls(Polynomial.constant(size.symbols, 0), ((size, 1),), alignment)
+
+    @classmethod
+    def exactly(cls, size: Polynomial | Aligned) -> Aligned:
+        return size if isinstance(size, Aligned) else cls(size)
+
+    def __add__(self, other: Aligned) -> Aligned:
+        counts = dict(self.rounded)
+        for size, count in other.rounded:
+            counts[size] = counts.get(size, 0) + count
+        return Aligned(
+            self.exact + other.exact,
+            tuple(sorted(counts.items(), key=lambda item: _largest_first(item[0]))),
+            max(self.alignment, other.alignment),
+        )
+
+    def __call__(self, values: Mapping[str, int]) -> Fraction:
+        a = self.alignment
+        return self.exact(values) + sum(
+            (count * a * math.ceil(size(values) / a) for size, count in self.rounded),
+            Fraction(0),
+        )
+
+    def dominates(self, other: Aligned, minimum: Mapping[str, int]) -> bool:
+        """Whether this is >= ``other`` wherever every symbol is at least ``minimum``.
+
+        Rounding is monotonic, so each rounded term of ``other`` is matched with one of
+        this that is at least as large before rounding; ``n <= align(n) < n + alignment``
+        bounds the rest. A False may keep a term a sharper test would drop, never drop a
+        term that matters.
+        """
+        mine, theirs = dict(self.rounded), dict(other.rounded)
+        # Equal terms first: matching one with a larger term instead would waste that one.
+        for size in theirs:
+            common = min(theirs[size], mine.get(size, 0))
+            if common:
+                mine[size] -= common
+                theirs[size] -= common
+        for size in sorted(theirs, key=lambda p: p.text()):
+            while theirs[size]:
+                match = next(
+                    (p for p, n in mine.items() if n and p.dominates(size, minimum)), None
+                )
+                if match is None:
+                    break
+                mine[match] -= 1
+                theirs[size] -= 1
+        low, high = self.exact, other.exact
+        for size, count in mine.items():
+            low = low + size.scaled(count)
+        alignment = max(self.alignment, other.alignment)
+        for size, count in theirs.items():
+            # Below n + alignment for any n; an integral n rounds up by alignment - 1.
+            slack = alignment - (1 if _integral(size) else 0)
+            high = high + (size + Polynomial.constant(size.symbols, slack)).scaled(count)
+        return low.dominates(high, minimum)
+
+    def text(self) -> str:
+        parts = [] if not self.exact.terms and self.rounded else [self.exact.text()]
+        a = self.alignment
+        for size, count in self.rounded:
+            over = size.scaled(Fraction(1, a))
+            # Written n/d with n's coefficients coprime integers: ceil(seq/64), not
+            # ceil((1/64)*seq).
+            scale = math.lcm(*(c.denominator for _, c in over.terms))
+            numerator = over.scaled(scale)
+            common = math.gcd(scale, *(int(c) for _, c in numerator.terms))
+            numerator, divisor = numerator.scaled(Fraction(1, common)), Fraction(scale, common)
+            inner = numerator.text()
+            if len(numerator.terms) > 1:
+                inner = f"({inner})"
+            ratio = inner if divisor == 1 else f"{inner}/{divisor}"
+            parts.append(f"{count * a}*ceil({ratio})")
+        return " + ".join(parts).replace("+ -", "- ")
+
+
+def _largest_first(size: Polynomial) -> list:
+    return [(-sum(e), [-x for x in e], -c) for e, c in size.terms]
+
+
+def _integral(size: Polynomial) -> bool:
+    return all(c.denominator == 1 for _, c in size.terms)
 
 
 def _binomial(n: int, k: int) -> int:
@@ -143,22 +269,23 @@ def _solve(rows: list[list[Fraction]]) -> list[Fraction]:
 
 @dataclass(frozen=True)
 class SymbolicBuffer:
-    """A buffer of the plan: its live interval and its (aligned) size as a polynomial."""
+    """A buffer of the plan: its live interval and the bytes it takes of the arena, either a
+    polynomial that is a multiple of the alignment already or an :class:`Aligned`."""
 
     id: str
     lower: int
     upper: int
-    size: Polynomial
+    size: Polynomial | Aligned
 
 
-def prune(terms: Sequence[Polynomial], minimum: Mapping[str, int]) -> list[Polynomial]:
+def prune(terms: Sequence[Aligned], minimum: Mapping[str, int]) -> list[Aligned]:
     """``terms`` less those another term is at least as large as wherever every symbol is at
     least its ``minimum``: the maximum of what is left is the maximum of ``terms``."""
-    kept: list[Polynomial] = []
+    kept: list[Aligned] = []
     for term in sorted(set(terms), key=lambda t: t.text()):
-        if any((other - term).nonnegative_from(minimum) for other in kept):
+        if any(other.dominates(term, minimum) for other in kept):
             continue
-        kept = [k for k in kept if not (term - k).nonnegative_from(minimum)]
+        kept = [k for k in kept if not term.dominates(k, minimum)]
         kept.append(term)
     return kept
 
@@ -167,8 +294,8 @@ def prune(terms: Sequence[Polynomial], minimum: Mapping[str, int]) -> list[Polyn
 class SymbolicPlan:
     """Each buffer's offset as a maximum of polynomials, and the peak as one."""
 
-    offsets: dict[str, list[Polynomial]]
-    peak: list[Polynomial]
+    offsets: dict[str, list[Aligned]]
+    peak: list[Aligned]
 
     def offsets_at(self, values: Mapping[str, int]) -> dict[str, int]:
         return {i: int(max(t(values) for t in terms)) for i, terms in self.offsets.items()}
@@ -190,14 +317,17 @@ def symbolic_plan(
     """The plan of ``offsets_at_bound`` (a valid plan at ``bound``) with every buffer kept
     above the ones it sits above there, at any shape where each symbol is >= ``minimum``.
 
-    Sizes must be aligned already (offsets are sums of them). FormulaError when a maximum
-    does not simplify below :data:`MAX_TERMS` terms.
+    Sizes are what each buffer takes of the arena, rounding included (offsets are sums of
+    them). FormulaError when a maximum does not simplify below :data:`MAX_TERMS` terms.
     """
-    symbols = next(iter(buffers)).size.symbols if buffers else tuple(bound)
-    zero = Polynomial.constant(symbols, 0)
+    buffers = [
+        SymbolicBuffer(b.id, b.lower, b.upper, Aligned.exactly(b.size)) for b in buffers
+    ]
+    symbols = buffers[0].size.exact.symbols if buffers else tuple(bound)
+    zero = Aligned.exactly(Polynomial.constant(symbols, 0))
     ordered = sorted(buffers, key=lambda b: (offsets_at_bound[b.id], b.lower, b.id))
-    ends: dict[str, list[Polynomial]] = {}
-    offsets: dict[str, list[Polynomial]] = {}
+    ends: dict[str, list[Aligned]] = {}
+    offsets: dict[str, list[Aligned]] = {}
     placed: list[SymbolicBuffer] = []
     for buffer in ordered:
         start = offsets_at_bound[buffer.id]

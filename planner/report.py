@@ -83,7 +83,8 @@ class StrategyReport:
     #: output, inputs placed in their slices]), ``dropped_calls``, ``concat_copies_removed``
     #: and ``concat_bytes_saved`` (the bytes those copies would have written),
     #: ``concat_copies_left``, and ``skipped``: [{"rewrite", "reason"}] for each rewrite
-    #: found but not made (``"all"`` when the rewritten module did not build).
+    #: found but not made (``"all"`` when the rewritten module did not build), and
+    #: ``noalias_dropped``: the kernels built without ``noalias`` (planner.tvm.noalias).
     rewrites: dict = field(default_factory=dict)
     shape_bounds: dict = field(default_factory=dict)
     #: The concrete shape this report was planned, built and measured at, by symbol
@@ -100,6 +101,11 @@ class StrategyReport:
     latency_ms: dict | None = None
     outputs_match: bool | None = None
     max_abs_diff: float | None = None
+    #: What TVM's stock build, the reference of ``outputs_match``, was itself checked
+    #: against on the same draws ("PyTorch", "onnxruntime"), or why it was not ("not
+    #: checked: ..."); and its largest difference from it (None where not checked).
+    reference_check: str = ""
+    reference_max_abs_diff: float | None = None
     tolerance: dict = field(default_factory=lambda: {"rtol": RTOL, "atol": ATOL})
     compile_seconds: float | None = None
     plan_seconds: float | None = None
@@ -220,7 +226,7 @@ _BYTES = (
 _REQUIRED_BYTES = ("kernel_workspace_bytes", "kernel_stack_bytes")
 _SECONDS = ("compile_seconds", "plan_seconds")
 _FLAGS = ("outputs_match", "proven_optimal")
-_TEXTS = ("tvm_version", "target", "model_source", "entry", "inputs_file")
+_TEXTS = ("tvm_version", "target", "model_source", "entry", "inputs_file", "reference_check")
 _OBJECTS = ("measured", "peak", "rewrites", "shape_bounds", "order", "environment",
             "tolerance", "artifacts", "shape_point", "peak_formula")
 #: The most bytes a figure may claim (an exabyte): anything above is no measurement.
@@ -255,6 +261,7 @@ def parse_report(data: Any) -> StrategyReport:
     for name in _SECONDS:
         _number(data, name)
     _number(data, "max_abs_diff")
+    _number(data, "reference_max_abs_diff")
     for name in _FLAGS:
         if data.get(name) is not None and not isinstance(data[name], bool):
             raise InvalidReport(f"{name} is not true, false or null")

@@ -4,7 +4,9 @@ Each planned ``v = R.builtin.alloc_tensor(shape, dtype, ...)`` becomes
 ``v_at = R.memory.alloc_tensor(arena, offset, shape, dtype)`` followed by
 ``v = R.memory.ensure_zero_offset(v_at)``: TVM's kernels reject a tensor whose
 ``byte_offset`` is not zero, and on CPU that op only moves the data pointer, so nothing is
-copied. Everything else is left to TVM's finalisation passes, run without its own planner.
+copied. A call the plan hands overlapping tensors runs its kernel without ``noalias``
+(:mod:`planner.tvm.noalias`). Everything else is left to TVM's finalisation passes, run
+without its own planner.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import tvm
 from tvm import relax
 
 from planner.tvm.extract import Extraction, bindings_of
+from planner.tvm.noalias import SharedPointerError, unalias_overlapping_calls
 
 
 class PlanApplicationError(ValueError):
@@ -31,7 +34,9 @@ def apply_plan(
 ) -> tvm.IRModule:
     """Return ``mod`` with the planned tensors of ``extraction.function`` placed in one arena.
 
-    Bindings whose index is in ``drop`` are left out.
+    Bindings whose index is in ``drop`` are left out. A kernel call handed tensors that
+    share bytes calls a copy of its kernel without ``noalias``, whichever rule or planner
+    put them there.
     """
     func = mod[extraction.function]
     bindings = bindings_of(func)
@@ -41,6 +46,12 @@ def apply_plan(
     missing = [t.name for t in extraction.tensors if t.name not in offsets]
     if missing:
         raise PlanApplicationError(f"plan has no offset for {', '.join(missing[:5])}")
+    try:
+        mod, _ = unalias_overlapping_calls(mod, extraction, offsets, drop=drop)
+    except SharedPointerError as exc:
+        raise PlanApplicationError(str(exc)) from None
+    func = mod[extraction.function]
+    bindings = bindings_of(func)
 
     arena = relax.Var("peakwatch_arena", relax.ObjectType())
     new_bindings: list[relax.Binding] = []

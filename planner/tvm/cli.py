@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from pathlib import Path
 from planner.cli import register_strategy_names, register_subcommand
 from planner.shapes import ShapeError, label, parse_cli
 from planner.tvm.strategies import registry, strategy_names
+
+log = logging.getLogger(__name__)
 
 
 def _param(text: str) -> tuple[str, object]:
@@ -110,15 +113,25 @@ def handle(args: argparse.Namespace) -> int:
         memory_configs=() if args.no_memory else ("pooled", "naive"),
     )
     try:
-        if args.shape:
+        axis = parse_cli(args.shape) if args.shape else None
+        if axis is not None:
             from planner.tvm.shape_axis import compile_shapes
 
-            reports = compile_shapes(source, strategies, parse_cli(args.shape), **options)
+            reports = compile_shapes(source, strategies, axis, **options)
         else:
             reports = compile_model(source, strategies, **options)
     except (ModelSourceError, ShapeError) as exc:
         sys.stderr.write(f"planner: {exc}\n")
         return 2
+    except Exception as exc:  # a model that fails ends in a report naming the step, no traceback
+        from planner.report import StrategyReport
+        from planner.tvm.steps import failure_text
+
+        log.debug("compile failed", exc_info=True)
+        reports = StrategyReport.failed_everywhere(
+            source.describe(), strategies, failure_text(exc, "build"),
+            points=axis.points if axis is not None else None, source=source.source,
+        )
     sys.stdout.write(format_table(reports) + "\n")
     if args.shape:
         sys.stdout.write(format_shape_notes(reports) + "\n")
@@ -184,9 +197,13 @@ def format_shape_notes(reports) -> str:
     shown = set()
     for r in reports:
         formula = r.peak_formula
-        if not formula or r.strategy in shown:
+        if r.strategy in shown or not (formula or r.ok):
             continue
         shown.add(r.strategy)
+        if "expression" not in formula:
+            why = formula.get("missing") or "the compile gave none"
+            lines.append(f"{r.strategy}: no peak formula: {why}")
+            continue
         held = all(c.get("valid_plan") for c in formula.get("checked", {}).values())
         ties = "".join(f", {s} = {t}" for s, t in formula.get("ties", {}).items())
         lines.append(

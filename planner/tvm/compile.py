@@ -41,8 +41,10 @@ from planner.tvm.kernel_temps import (
     lift_kernel_temporaries,
     refine_lifetimes,
 )
+from planner.tvm.noalias import unalias_overlapping_calls
 from planner.tvm.reorder import ReorderError, choose_binding_order
 from planner.tvm.rewrites import find_rewrites, inline_pool_padding, rewrite_kernels
+from planner.tvm.steps import failure_text, step
 from planner.tvm.strategies import (
     STOCK,
     CompileStrategy,
@@ -65,6 +67,13 @@ __all__ = [
     "slug",
     "strategy_names",
 ]
+
+
+#: TVM's kernels and PyTorch's differ in float rounding (reduction order, fused
+#: multiply-adds), unlike two TVM builds of the same kernels; a wrong build is off by the
+#: size of the activations.
+REFERENCE_RTOL = 1e-3
+REFERENCE_ATOL = 1e-4
 
 
 def _align(value: int, alignment: int = ARENA_ALIGNMENT) -> int:
@@ -142,7 +151,8 @@ def compile_model(
     name = model_name or network.name
     env = environment()
     bounds = dict(network.shape_bounds)
-    lowered = lowering.lower_to_allocations(_with_bounds(network), tgt)
+    with step("lower"):
+        lowered = lowering.lower_to_allocations(_with_bounds(network), tgt)
     plain = extract(lowered, network.entry, bounds)
     # What TVM's workspace pool will hold for the stock build; GPU kernels are scheduled
     # differently and are not looked into.
@@ -204,7 +214,7 @@ def compile_model(
             )
         except Exception as exc:  # one broken strategy must not hide the others
             log.exception("strategy %s failed on %s", strategy.name, name)
-            report.error = f"{type(exc).__name__}: {exc}"
+            report.error = failure_text(exc, "build")
             builds[strategy.name] = _Build(report, lowered, {}, variant.planned)
         report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
 
@@ -232,13 +242,24 @@ def compile_model(
 
 
 def imported_network(
-    source: ModelSource, target, *, base_dir: Path | None, pipeline: str = "", seed: int = 0
+    source: ModelSource,
+    target,
+    *,
+    base_dir: Path | None,
+    pipeline: str = "",
+    seed: int = 0,
+    axis_bounds: dict[str, int] | None = None,
 ) -> Network:
     """``source`` as every strategy compiles it: weights bound and folded, so that work on
-    weights alone is not planned as an activation, then the repository's ``pipeline``."""
-    network = build_network(source, base_dir=base_dir).bind_weights(seed)
+    weights alone is not planned as an activation, then the repository's ``pipeline``.
+    ``axis_bounds``: see :func:`~planner.tvm.zoo.build_network`. StepFailed names the step
+    that failed after the source built (a source's own failure is ModelSourceError)."""
+    network = build_network(source, base_dir=base_dir, axis_bounds=axis_bounds)
+    with step("fold"):
+        network = network.bind_weights(seed)
     if pipeline:
-        module = repo_code.run_pipeline(network.mod, pipeline, base_dir, target)
+        with step("pipeline"):
+            module = repo_code.run_pipeline(network.mod, pipeline, base_dir, target)
         network = replace(network, mod=module)
     return network
 
@@ -460,6 +481,11 @@ def _plan_and_build(
         arena = _align(height)
         report.plan_seconds = round(seconds, 4)
         planned = apply_plan(lowered, extraction, offsets, arena, drop=drop)
+        if strategy.variant is Variant.REWRITES and report.rewrites:
+            # apply_plan took the promise away; the Result says from which kernels.
+            report.rewrites["noalias_dropped"] = unalias_overlapping_calls(
+                lowered, extraction, offsets, drop=drop
+            )[1]
     if strategy.variant is Variant.PLAIN:
         # The plan we report must be the plan we built: check it like any other.
         validate_plan(problem, offsets)
@@ -704,6 +730,55 @@ def stock_offsets(planned: tvm.IRModule, extraction: Extraction) -> tuple[dict[s
     return offsets, total
 
 
+def _judge_reference(network, builds: dict[str, _Build], draws):
+    """What is wrong with TVM's stock build's outputs on ``draws`` (see
+    :func:`execute.check_and_time`): a value that is not finite, or a difference from the
+    framework the model was exported from beyond the tolerance. Every report records what
+    the reference was checked against and by how much."""
+    framework = network.framework
+
+    def record(check: str, diff: float | None = None) -> None:
+        for build in builds.values():
+            build.report.reference_check = check
+            build.report.reference_max_abs_diff = diff
+
+    def judge(outputs) -> str:
+        bad = next(filter(None, map(execute.non_finite, outputs)), "")
+        if bad:
+            record(f"refused: TVM's build returns {bad}")
+            return f"TVM's build of this model returns {bad}"
+        if framework is None:
+            record("not checked: the model was not exported from a framework here")
+            return ""
+        if framework.run is None:
+            record(f"not checked: {framework.missing}")
+            return ""
+        try:
+            expected = [framework.run(list(draw)) for draw in draws]
+        except Exception as exc:  # the framework failing is no verdict on TVM's build
+            log.warning("%s did not run %s: %s", framework.name, network.name, exc)
+            record(f"not checked: {framework.name} failed: {type(exc).__name__}: {exc}"[:500])
+            return ""
+        bad = next(filter(None, map(execute.non_finite, expected)), "")
+        if bad:
+            record(f"refused: {framework.name} returns {bad}")
+            return f"{framework.name}'s own outputs hold {bad}: there is nothing to check against"
+        compared = [
+            execute.compare_outputs(want, got, rtol=REFERENCE_RTOL, atol=REFERENCE_ATOL)
+            for want, got in zip(expected, outputs, strict=True)
+        ]
+        worst = max(diff for _, diff in compared)
+        record(framework.name, worst if np.isfinite(worst) else None)
+        if all(match for match, _ in compared):
+            return ""
+        return (
+            f"TVM's build of this model differs from {framework.name} by "
+            f"{execute.describe_diff(worst)} (rtol {REFERENCE_RTOL}, atol {REFERENCE_ATOL})"
+        )
+
+    return judge
+
+
 def _check_and_time(
     network, builds: dict[str, _Build], target, repeat: int, inputs, *more_inputs
 ) -> None:
@@ -723,6 +798,7 @@ def _check_and_time(
         rtol=RTOL,
         atol=ATOL,
         more_inputs=more_inputs,
+        judge_reference=_judge_reference(network, builds, [inputs, *more_inputs]),
     )
     for strategy, check in checks.items():
         for key, value in check.report_fields().items():

@@ -119,9 +119,31 @@ def compare_outputs(
         if want.shape != got.shape:
             return False, float("inf")
         diff = np.abs(want.astype(np.float64) - got.astype(np.float64))
-        worst = max(worst, float(np.nanmax(diff)) if diff.size else 0.0)
-        match = match and bool(np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True))
+        # NaN on either side is a NaN difference and no match: two builds that both
+        # return NaN agree on nothing that could be checked.
+        worst = max(worst, float(diff.max()) if diff.size else 0.0, key=_nan_first)
+        match = match and bool(np.allclose(got, want, rtol=rtol, atol=atol))
     return match, worst
+
+
+def _nan_first(value: float) -> float:
+    return float("inf") if np.isnan(value) else value
+
+
+def describe_diff(value: float) -> str:
+    """A difference as a message says it: NaN as NaN, never as a number."""
+    return "NaN" if np.isnan(value) else f"{value:.3g}"
+
+
+def non_finite(outputs: list[np.ndarray]) -> str:
+    """"NaN" or "infinity" where a float output holds one, else ""."""
+    for value in outputs:
+        if value.dtype.kind in "fc":
+            if np.isnan(value).any():
+                return "NaN"
+            if np.isinf(value).any():
+                return "infinity"
+    return ""
 
 
 def interleaved_latency(
@@ -184,6 +206,7 @@ def check_and_time(
     atol: float,
     where: str = "",
     more_inputs: Sequence[list[np.ndarray]] = (),
+    judge_reference: Callable[[list[list[np.ndarray]]], str] | None = None,
 ) -> dict[str, Check]:
     """Run every build, compare it with ``reference``'s outputs, time those that match.
 
@@ -191,6 +214,10 @@ def check_and_time(
     matches on all of them, and it is timed on ``inputs``. ``loaders`` make each build's VM
     (locally, or on a remote device); ``where`` names the device in error messages. A build
     that fails, or whose outputs differ, is not timed.
+
+    ``judge_reference`` gets the reference's outputs for each draw and says what is wrong
+    with them ("" where nothing is): then every build fails with that, unchecked and
+    untimed, since nothing can be checked against a wrong reference.
     """
     checks = {name: Check() for name in loaders}
     vms: dict[str, relax.VirtualMachine] = {}
@@ -206,6 +233,12 @@ def check_and_time(
             check.error = f"run failed{where}: {type(exc).__name__}: {exc}"
             continue
         if name == reference:
+            wrong = judge_reference(outputs) if judge_reference is not None else ""
+            if wrong:
+                for other in checks.values():
+                    other.error = wrong
+                check.outputs_match = False
+                return checks
             expected = outputs
         if expected is None:
             check.error = (
@@ -217,11 +250,13 @@ def check_and_time(
             for want, got in zip(expected, outputs, strict=True)
         ]
         check.outputs_match = all(match for match, _ in compared)
-        check.max_abs_diff = max(diff for _, diff in compared)
+        worst = max((diff for _, diff in compared), key=_nan_first)
+        # A report carries finite figures only; a NaN difference is said in the error.
+        check.max_abs_diff = None if np.isnan(worst) else worst
         if not check.outputs_match:
             check.error = (
                 f"outputs{where} differ from the {reference} build: max abs diff "
-                f"{check.max_abs_diff:.3g} (rtol {rtol}, atol {atol})"
+                f"{describe_diff(worst)} (rtol {rtol}, atol {atol})"
             )
             continue
         vms[name] = vm

@@ -71,6 +71,7 @@ def save_imported(bound, folder: Path, *, unbound=None, plans: dict | None = Non
     (folder / NETWORK_FILE).write_text(json.dumps({
         "entry": source.entry,
         "shape_bounds": source.shape_bounds,
+        "shape_limits": {k: list(v) for k, v in source.shape_limits.items()},
         "input_ranges": {k: list(v) for k, v in source.input_ranges.items()},
         "data_inputs": source.data_inputs,
     }))
@@ -112,6 +113,15 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
         ):
             raise ImportedError(f"input_ranges[{key!r}] is not a range of one of the inputs")
         ranges[key] = (pair[0], pair[1])
+    limits = {}
+    for key, pair in _mapping(meta.get("shape_limits", {}), "shape_limits").items():
+        # Only ever refuses points: a wrong limit can fail this model, never forge a figure.
+        if (
+            key not in bounds or not isinstance(pair, list) or len(pair) != 2
+            or not _is_int(pair[0]) or pair[0] < 1 or not isinstance(pair[1], str)
+        ):
+            raise ImportedError(f"shape_limits[{str(key)[:80]!r}] is not a limit of a symbol")
+        limits[key] = (pair[0], pair[1][:MAX_NAME])
     data_inputs = len(names)
     if unbound:
         data_inputs = meta.get("data_inputs")
@@ -121,7 +131,7 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
     network = Network(
         name, mod, names, shapes, dtypes, entry=entry, fixed_inputs=fixed,
         shape_bounds=bounds, data_inputs=data_inputs, input_ranges=ranges,
-        bound_weights_bytes=constant_bytes(func),
+        bound_weights_bytes=constant_bytes(func), shape_limits=limits,
     )
     return Imported(network, _plans(folder / PLANS_FILE))
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from planner.job_spec import JobSpec
 from planner.report import StrategyReport
 from planner.shapes import ShapeAxis
+from planner.tvm.steps import failure_text
 
 
 def run(job: JobSpec) -> list[StrategyReport]:
@@ -64,16 +65,18 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
 
     source = ModelSource(job.source, job.params)
     root = Path(job.base_dir) if job.base_dir else None
+    axis_bounds = ShapeAxis.from_json(job.shapes).bounds if job.shapes is not None else None
     try:
         target = lowering.make_target(job.target)
         bound = imported_network(
-            source, target, base_dir=root, pipeline=job.pipeline, seed=job.seed
+            source, target, base_dir=root, pipeline=job.pipeline, seed=job.seed,
+            axis_bounds=axis_bounds,
         )
         unbound = None
         if job.micro is not None:
             # A micro board keeps the weights apart from the model (in flash), so it gets
             # the network with its weights as inputs, through the same pipeline.
-            unbound = build_network(source, base_dir=root)
+            unbound = build_network(source, base_dir=root, axis_bounds=axis_bounds)
             if job.pipeline:
                 mod = repo_code.run_pipeline(unbound.mod, job.pipeline, root, target)
                 unbound = replace(unbound, mod=mod)
@@ -96,7 +99,7 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
         save_imported(bound, Path(job.out), unbound=unbound, plans=plans)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job.model)
-        return _failed(job, f"{type(exc).__name__}: {exc}")
+        return _failed(job, failure_text(exc, "source"))
     return []
 
 
@@ -164,7 +167,7 @@ def run_compile(job: JobSpec) -> list[StrategyReport]:
             reports = compile_model(source, job.strategies, model_name=job.model, **options)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job.model)
-        return _failed(job, f"{type(exc).__name__}: {exc}")
+        return _failed(job, failure_text(exc, "build"))
     if micro is not None:
         unbound = None
         if imported is not None:
@@ -217,7 +220,8 @@ def _micro_points(reports, source, micro: dict, job: JobSpec, unbound) -> None:
 
     root = Path(job.base_dir) if job.base_dir else None
     if unbound is None:
-        unbound = build_network(source, base_dir=root)
+        axis_bounds = ShapeAxis.from_json(job.shapes).bounds
+        unbound = build_network(source, base_dir=root, axis_bounds=axis_bounds)
     by_point: dict[str, list] = {}
     for report in reports:
         by_point.setdefault(label(report.shape_point), []).append(report)

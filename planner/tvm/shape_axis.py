@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 
 from planner import strategies as library
-from planner.peak_formula import FormulaError, SymbolicBuffer, fit, symbolic_plan
+from planner.peak_formula import Aligned, FormulaError, SymbolicBuffer, fit, symbolic_plan
 from planner.plan import validate_plan
 from planner.problem import lower_bound
 from planner.report import StrategyReport, point_folder
@@ -33,7 +33,8 @@ from planner.tvm.compile import (
     imported_network,
     stock_arena,
 )
-from planner.tvm.extract import bindings_of, extract
+from planner.tvm.extract import ARENA_ALIGNMENT, bindings_of, extract
+from planner.tvm.steps import failure_text, step
 from planner.tvm.strategies import STOCK, Variant, check_names
 from planner.tvm.zoo import ModelSource
 from planner.tvm.zoo.network import Network
@@ -75,16 +76,22 @@ def compile_shapes(
     ``peak_formula`` of each plain library strategy (no rewrites, no reordering, no lifted
     temporaries): its intermediate arena as a formula of the symbols (see
     :mod:`planner.peak_formula`), from its own plan at the bounds, with where it was checked
-    against that strategy's planned arena at each point.
+    against that strategy's planned arena and lower bound at each point. Where there is
+    none, ``{"missing": why}``.
     """
     root = Path(base_dir) if base_dir else None
     tgt = lowering.make_target(target)
     if network is None:
-        network = imported_network(source, tgt, base_dir=root, pipeline=pipeline, seed=seed)
+        network = imported_network(
+            source, tgt, base_dir=root, pipeline=pipeline, seed=seed,
+            axis_bounds=dict(shapes.bounds),
+        )
     check_symbols(network, shapes)
+    check_limits(network, shapes)
     name = model_name or network.name
     symbolic = replace(network, shape_bounds=dict(shapes.bounds))
-    reserved, lowered = reserved_at_bound(symbolic, tgt)
+    with step("lower"):
+        reserved, lowered = reserved_at_bound(symbolic, tgt)
     reports: list[StrategyReport] = []
     handed = options.pop("repo_plans", None)
     for point in shapes.points:
@@ -109,7 +116,7 @@ def compile_shapes(
             log.exception("%s failed at %s", name, label(point))
             found = [
                 StrategyReport.failed(
-                    name, s, f"at {label(point)}: {type(exc).__name__}: {exc}",
+                    name, s, f"at {label(point)}: {failure_text(exc, 'build')}",
                     model_source=source.source,
                 )
                 for s in strategies
@@ -118,9 +125,29 @@ def compile_shapes(
             report.shape_point = dict(point)
             report.reserved_at_bound_bytes = reserved
         reports += found
-    if not options.get("lift_temporaries"):
+    if options.get("lift_temporaries"):
+        for report in reports:
+            report.peak_formula = {"missing": LIFTED}
+    else:
         _attach_formulas(reports, lowered, symbolic.entry, shapes, seed)
     return reports
+
+
+#: Why a strategy's report has no peak formula, where no formula is tried: ``peak_formula``
+#: is then ``{"missing": reason}``, so that every page can say why.
+LIFTED = (
+    "kernel temporaries are lifted into the plan, and their sizes are read off the kernels "
+    "at each point, not off the symbolic module"
+)
+NOT_ONE_PLAN = {
+    "stock": "TVM's planner plans the symbolic build once, at the bound: "
+    "reserved_at_bound_bytes is what it holds at every point",
+    "rewrites": "rewrites merge tensors by what the kernels at each point allow, so no one "
+    "plan is kept over the range",
+    "reorder": "the operator order is chosen at each point, so no one plan is kept over the "
+    "range",
+    "repo": "the repository's planner plans each point itself",
+}
 
 
 def symbols_of(network: Network) -> set[str]:
@@ -144,6 +171,24 @@ def check_symbols(network: Network, shapes: ShapeAxis) -> None:
         problems.append(f"no points for {', '.join(sorted(missing))} of {network.name}")
     if problems:
         raise ShapeError(f"{'; '.join(problems)} (its symbols: {', '.join(sorted(own))})")
+
+
+def check_limits(network: Network, shapes: ShapeAxis) -> None:
+    """ShapeError naming the point and the bound where ``shapes`` goes past a bound the model
+    declares (:attr:`Network.shape_limits`): its bound as well, since TVM's build-once
+    figure is planned there."""
+    for symbol, (limit, declared_by) in network.shape_limits.items():
+        past = [p for p in shapes.points if p.get(symbol, 0) > limit]
+        where = f"{symbol} <= {limit}, which {network.name} declares ({declared_by})"
+        if past:
+            raise ShapeError(
+                f"point {label(past[0])} is past the bound {where}: the model was not built "
+                f"for it; build it for {symbol}={past[0][symbol]} or drop the point"
+            )
+        if shapes.bounds.get(symbol, 0) > limit:
+            raise ShapeError(
+                f"the axis's bound {symbol}={shapes.bounds[symbol]} is past the bound {where}"
+            )
 
 
 def plan_key(strategy: str, point: dict[str, int]) -> str:
@@ -190,14 +235,21 @@ def _attach_formulas(
     chosen = {s.name: s for s in check_names(list(by_strategy))}
     for name, own in by_strategy.items():
         strategy = chosen[name]
-        if strategy.name == STOCK or strategy.variant is not Variant.PLAIN or strategy.reorder:
-            continue
-        try:
-            formula = peak_formula(lowered, entry, shapes, strategy.base, own, seed)
-        except (FormulaError, ValueError) as exc:
-            for report in own:
-                report.warnings.append(f"no peak formula: {exc}")
-            continue
+        reason = None
+        if strategy.name == STOCK:
+            reason = NOT_ONE_PLAN["stock"]
+        elif strategy.variant is Variant.REWRITES:
+            reason = NOT_ONE_PLAN["rewrites"]
+        elif strategy.reorder:
+            reason = NOT_ONE_PLAN["reorder"]
+        elif strategy.variant is not Variant.PLAIN:
+            reason = NOT_ONE_PLAN["repo"]
+        formula = {"missing": reason}
+        if reason is None:
+            try:
+                formula = peak_formula(lowered, entry, shapes, strategy.base, own, seed)
+            except (FormulaError, ValueError) as exc:
+                formula = {"missing": str(exc)}
         for report in own:
             report.peak_formula = formula
 
@@ -272,10 +324,12 @@ def peak_formula(
     cache: dict[tuple, dict[str, int]] = {}
 
     def sizes(values: dict[str, int]) -> dict[str, int]:
+        # Unrounded: the alignment is applied in the formula (Aligned), since rounded
+        # sizes are no polynomial at small points.
         key = tuple(values[s] for s in free)
         if key not in cache:
             tensors = extract(lowered, entry, full(values)).tensors
-            cache[key] = {t.name: _align(t.size) for t in tensors}
+            cache[key] = {t.name: t.size for t in tensors}
         return cache[key]
 
     checks = [dict(zip(free, (p[s] for s in free), strict=True)) for p in shapes.points]
@@ -289,11 +343,14 @@ def peak_formula(
                     f"the size of {tensor.name} is no polynomial of degree "
                     f"{degrees_of[tensor.name]} at {label(full(values))}"
                 )
-        buffers.append(SymbolicBuffer(tensor.name, tensor.lower, tensor.upper, size))
+        buffers.append(SymbolicBuffer(
+            tensor.name, tensor.lower, tensor.upper,
+            Aligned.of_size(size, ARENA_ALIGNMENT, steps),
+        ))
     minimum = {s: min(p[s] for p in shapes.points) for s in free}
     bound = {s: shapes.bounds[s] for s in free}
     plan = symbolic_plan(buffers, solution.offsets, bound, minimum)
-    planned = {label(r.shape_point): r.intermediate_bytes for r in reports if r.ok}
+    own = {label(r.shape_point): r for r in reports if r.ok}
     checked = {}
     for values in checks[:-1]:
         point = full(values)
@@ -306,11 +363,16 @@ def peak_formula(
         except ValueError:
             valid = False
         value = plan.peak_at(values)
-        mine = planned.get(label(point))
+        report = own.get(label(point))
+        mine = report.intermediate_bytes if report else None
         checked[label(point)] = {
             "formula": value,
+            # The point's own compile: the module specialised to the point, whose problem
+            # may differ from the symbolic module's at the same values (fused or folded
+            # otherwise), so its bound is not the formula plan's bound.
             "planned": mine,
-            "lower_bound": _align(lower_bound(point_problem)),
+            "lower_bound": report.lower_bound_bytes if report else None,
+            "formula_problem_lower_bound": _align(lower_bound(point_problem)),
             "valid_plan": valid,
             "formula_at_least_planned": None if mine is None else value >= mine,
         }
@@ -323,6 +385,8 @@ def peak_formula(
         "ties": ties,
         "strategy": base,
         "range": {s: [minimum[s], bound[s]] for s in free},
+        # Sizes are fitted where each symbol is a multiple of its step, as every point is.
+        "multiple_of": steps,
         "at_bound": plan.peak_at(bound),
         "checked": checked,
     }

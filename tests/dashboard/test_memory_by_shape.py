@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard.models import Model, Result
-from tests.dashboard.shape_history import COMMITS, GROWTH, POINTS
+from tests.dashboard.shape_history import COMMITS, GROWTH, POINTS, STOCK_MISSING
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +29,13 @@ def test_the_model_page_shows_the_chart_data_and_the_over_allocation(client, poo
     assert "plan held at 2 of 3 points" in html
     assert "64*h^2" in html
     assert "data-point-picker" in html
+
+
+def test_the_model_page_says_why_a_strategy_has_no_formula(client, pool):
+    html = client.get(pool.get_absolute_url()).content.decode()
+
+    missing = re.search(r'<li data-formula="tvm-stock" data-missing>(.*?)</li>', html, re.S)
+    assert missing and f"no formula: {STOCK_MISSING}".replace("'", "&#x27;") in missing.group(1)
 
 
 def test_the_model_page_of_a_model_without_a_shape_axis_has_no_shape_section(

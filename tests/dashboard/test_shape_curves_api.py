@@ -13,6 +13,7 @@ from tests.dashboard.shape_history import (
     GROWTH,
     POINTS,
     RESERVED,
+    STOCK_MISSING,
     intermediates,
     record_shape_history,
 )
@@ -78,7 +79,8 @@ def test_the_over_allocation_compares_the_reservation_with_the_best_plan(client,
 def test_the_formulas_say_where_their_plan_held(client, pool):
     formulas = {f["strategy"]: f for f in shapes_of(client, pool)["formulas"]}
 
-    assert set(formulas) == {"best-fit", "greedy-by-size"}
+    assert set(formulas) == {"best-fit", "greedy-by-size", "tvm-stock"}
+    assert formulas["tvm-stock"] == {"strategy": "tvm-stock", "missing": STOCK_MISSING}
     assert formulas["best-fit"]["expression"] == "64*h^2"
     assert formulas["best-fit"]["checked_everywhere"] is True
     assert (formulas["greedy-by-size"]["points_checked"], formulas["greedy-by-size"]["points"]) \

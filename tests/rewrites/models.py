@@ -150,3 +150,63 @@ def dense_blocks(image: int = 32):
         growth_rate=8, block_config=(3, 3), num_init_features=16, bn_size=2, num_classes=10,
     )
     return model.eval(), (torch.randn(1, 3, image, image),)
+
+
+def llama(seq: int = 32, layers: int = 1, hidden: int = 32, vocab: int = 128):
+    """A Llama decoder from a small configuration, random weights: RMS norms and rotary
+    embeddings fused into kernels whose temporaries the rewrites merge in place."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=2,
+        num_key_value_heads=2, intermediate_size=2 * hidden, vocab_size=vocab,
+        max_position_embeddings=max(seq, 64), use_cache=False, attn_implementation="sdpa",
+    )
+
+    class TokenIds(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = LlamaForCausalLM(config)
+
+        def forward(self, ids):
+            # An all-ones mask keeps transformers off its packed-sequence detection, whose
+            # cumulative sum over booleans TVM's LLVM code generator rejects.
+            return self.model(
+                input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
+                return_dict=False,
+            )[0]
+
+    return TokenIds().eval(), (torch.randint(0, vocab, (1, seq)),)
+
+
+def falcon_multi_query(seq: int = 16, hidden: int = 32, vocab: int = 128):
+    """Falcon-7B's attention layout (multi-query, the old decoder architecture), random
+    weights: TVM 0.27's build of it returns NaN where PyTorch does not."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    from transformers import FalconConfig, FalconForCausalLM
+
+    torch.manual_seed(0)
+    config = FalconConfig(
+        num_hidden_layers=1, hidden_size=hidden, num_attention_heads=2, vocab_size=vocab,
+        new_decoder_architecture=False, multi_query=True, parallel_attn=True,
+        use_cache=False, attn_implementation="sdpa",
+    )
+
+    class TokenIds(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = FalconForCausalLM(config)
+
+        def forward(self, ids):
+            return self.model(
+                input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
+                return_dict=False,
+            )[0]
+
+    return TokenIds().eval(), (torch.randint(0, vocab, (1, seq)),)

@@ -25,10 +25,29 @@ def test_a_dynamic_model_has_a_length_named_seq_bounded_by_the_parameter(name):
     assert network.input_shapes[0] == (1, "seq")
     assert network.input_dtypes[0] == "int64"
     assert network.shape_bounds == {"seq": 16}
+    assert network.shape_limits["seq"][0] == 16
     assert network.mod[network.entry].attrs["tir_var_upper_bound"]["seq"] == 16
     # Random token ids must index the embedding table, not read past it.
     assert network.input_ranges == {"input_ids": (0, 64)}
     assert network.random_inputs()[0].max() < 64
+
+
+def test_a_dynamic_model_declares_its_position_table_as_the_bound_of_seq():
+    from planner.shapes import ShapeError, parse_cli
+    from planner.tvm.shape_axis import compile_shapes
+
+    # Built for the axis: no seq given, so GPT-2 gets a position table of the axis's bound.
+    params = {k: v for k, v in SMALL.items() if k != "seq"}
+    network = build_network(ModelSource("transformers:gpt2", params), axis_bounds={"seq": 24})
+
+    assert network.shape_bounds == {"seq": 24}
+    assert network.shape_limits == {"seq": (24, "GPT2Config.n_positions")}
+    # Built for 16 (seq given), the point 32 would read past the 16-row position table:
+    # refused before anything is compiled.
+    with pytest.raises(ShapeError, match=r"point seq=32 is past the bound seq <= 16, which "
+                       r"gpt2 declares \(GPT2Config.n_positions\)"):
+        compile_shapes(ModelSource("transformers:gpt2", {**SMALL, "dynamic": True}),
+                       ["tvm-stock"], parse_cli(["seq=8,16,32"]))
 
 
 def test_a_static_model_has_a_fixed_length_and_no_bounds():

@@ -79,19 +79,40 @@ def zoo_names() -> list[str]:
     return sorted(ZOO)
 
 
-def build_network(source: ModelSource, *, base_dir: Path | None = None) -> Network:
-    """Return the :class:`~planner.tvm.zoo.network.Network` that ``source`` names."""
+#: The parameter that sets the bound of each symbolic dimension a library source builds
+#: (``seq`` sizes GPT-2's position table), and the parameter that makes it symbolic.
+AXIS_PARAMETERS = {
+    "transformers": ({"seq": "seq"}, "dynamic"),
+    "torchvision": ({"h": "image", "w": "image"}, "dynamic"),
+}
+
+
+def build_network(
+    source: ModelSource,
+    *,
+    base_dir: Path | None = None,
+    axis_bounds: dict[str, int] | None = None,
+) -> Network:
+    """Return the :class:`~planner.tvm.zoo.network.Network` that ``source`` names.
+
+    ``axis_bounds``: the bounds of the shape axis the network is built for. A library
+    source that sizes a dimension by a parameter (:data:`AXIS_PARAMETERS`) and a Python
+    factory with a parameter named after a symbol get the axis's bound there, unless the
+    source gives one itself: a model is then built for the range it is measured over.
+    """
     text = source.source
     if text.startswith("zoo:"):
         return _build_zoo(text.removeprefix("zoo:"), source.params)
     library, sep, name = text.partition(":")
     if sep and library in ("torchvision", "timm", "transformers"):
-        return _build_library(library, name, source.params)
+        return _build_library(library, name, _sized_by_axis(library, source.params, axis_bounds))
     if text.endswith(".onnx"):
         return _build_onnx(_resolve(text, base_dir), source.params)
     file_part, sep, factory = text.rpartition(":")
     if sep and file_part.endswith(".py") and factory.isidentifier():
-        return _build_python(_resolve(file_part, base_dir), factory, source.params)
+        return _build_python(
+            _resolve(file_part, base_dir), factory, source.params, axis_bounds or {}
+        )
     raise ModelSourceError(
         f"unsupported model source {text!r}: expected zoo:NAME with NAME one of "
         f"{', '.join(zoo_names())}, torchvision:NAME, timm:NAME, transformers:gpt2|bert, "
@@ -147,11 +168,27 @@ def _build_library(library: str, name: str, params: dict[str, Any]) -> Network:
         raise ModelSourceError(str(exc)) from exc
 
 
-def _build_python(path: Path, factory: str, params: dict[str, Any]) -> Network:
+def _sized_by_axis(
+    library: str, params: dict[str, Any], bounds: dict[str, int] | None
+) -> dict[str, Any]:
+    sizes, dynamic = AXIS_PARAMETERS.get(library, ({}, ""))
+    derived: dict[str, Any] = {}
+    for symbol, bound in (bounds or {}).items():
+        if symbol in sizes:
+            # h and w share ``image``: the larger bound holds both.
+            derived[sizes[symbol]] = max(bound, derived.get(sizes[symbol], 0))
+    if not derived:
+        return params
+    return {dynamic: True, **derived, **params}
+
+
+def _build_python(
+    path: Path, factory: str, params: dict[str, Any], axis_bounds: dict[str, int]
+) -> Network:
     from planner.tvm.zoo.python_source import PythonSourceError, load_factory
 
     try:
-        return load_factory(path, factory, params)
+        return load_factory(path, factory, params, axis_bounds=axis_bounds)
     except PythonSourceError as exc:
         raise ModelSourceError(str(exc)) from exc
 

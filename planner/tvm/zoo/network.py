@@ -2,12 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tvm
 from tvm import relax
 from tvm.relax.frontend import nn
+
+
+@dataclass(frozen=True)
+class Framework:
+    """The framework a network was exported from, to run the same data inputs through.
+
+    ``run`` takes the data inputs (the weights are the module's own, the values bound into
+    the network) and returns the outputs flattened as the network returns them; None where
+    the framework is missing here, ``missing`` saying why.
+    """
+
+    name: str
+    run: Callable[[list[np.ndarray]], list[np.ndarray]] | None = None
+    missing: str = ""
+
+
+def torch_framework(module) -> Framework:
+    """PyTorch eager on ``module``, called with the data inputs as positional tensors."""
+
+    def run(inputs: list[np.ndarray]) -> list[np.ndarray]:
+        import torch
+        from torch.utils._pytree import tree_leaves
+
+        with torch.no_grad():
+            out = module(*(torch.from_numpy(np.ascontiguousarray(x)) for x in inputs))
+        return [leaf.detach().numpy() for leaf in tree_leaves(out)
+                if isinstance(leaf, torch.Tensor)]
+
+    return Framework("PyTorch", run)
 
 
 @dataclass
@@ -36,6 +66,14 @@ class Network:
     input_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: Bytes of the weights bound into the module as constants (see :meth:`bind_weights`).
     bound_weights_bytes: int = 0
+    #: What the model was exported from, to check TVM's own build against; None for a
+    #: model written for TVM (the zoo's Relax networks) or handed over by another process.
+    framework: Framework | None = None
+    #: The largest value of a symbolic dimension the model itself allows, by name, where it
+    #: declares one, with what declares it (``{"seq": (128, "n_positions")}``): past it the
+    #: model reads beyond a table it was built with, and stock and plan read the same
+    #: garbage, so a shape axis may not go there.
+    shape_limits: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def concrete_shape(self, shape: tuple[int | str, ...]) -> tuple[int, ...]:
         try:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from planner.tvm.zoo.network import Network, from_imported
+from planner.tvm.zoo.network import Framework, Network, from_imported
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,27 @@ def load_onnx(path: Path, input_shapes: Mapping[str, Sequence[int]] | None = Non
             f"TVM's ONNX importer cannot import {path.name}: {type(exc).__name__}: {exc}"
         ) from exc
     try:
-        return from_imported(path.stem, mod, entry="main")
+        network = from_imported(path.stem, mod, entry="main")
     except ValueError as exc:
         raise OnnxImportError(f"{path.name}: {exc}") from exc
+    return replace(network, framework=_onnxruntime(model, network))
+
+
+def _onnxruntime(model, network: Network) -> Framework:
+    """onnxruntime on the same file, fed the data inputs by the graph's input names."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return Framework("onnxruntime", missing="onnxruntime is not installed")
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    names = [i.name for i in session.get_inputs()][: network.data_inputs]
+
+    def run(inputs):
+        return list(session.run(None, dict(zip(names, inputs, strict=True))))
+
+    return Framework("onnxruntime", run)
 
 
 def _graph_inputs(

@@ -18,7 +18,7 @@ operator registrations fail beside our CPU torch (see
 
 from __future__ import annotations
 
-from planner.tvm.zoo.network import Network
+from planner.tvm.zoo.network import Network, torch_framework
 from planner.tvm.zoo.python_source import export_to_relax
 from planner.tvm.zoo.torchvision_source import TorchvisionError, import_torchvision
 
@@ -75,7 +75,24 @@ def transformers_network(
     module = _build_module(name, seq, layers, hidden, heads, vocab)
     # Drawn after the weights from the same seed, as the image classifiers draw theirs.
     example = torch.randint(0, vocab, (batch, seq), dtype=torch.int64)
-    return _export(name, module, example, seq if dynamic else None, vocab)
+    network = _export(name, module, example, seq if dynamic else None, vocab)
+    if dynamic:
+        network.shape_limits = {SEQ: position_limit(module.model.config)}
+    return network
+
+
+#: Configuration keys that give the rows of a model's position table, by architecture.
+POSITION_KEYS = ("n_positions", "max_position_embeddings")
+
+
+def position_limit(config) -> tuple[int, str]:
+    """The longest sequence a transformers ``config`` has positions for, and the key that
+    says so: the model reads past its position table beyond it."""
+    for key in POSITION_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value, f"{type(config).__name__}.{key}"
+    raise TransformersError(f"{type(config).__name__} names no maximum sequence length")
 
 
 def _check_parameters(name, seq, dynamic, layers, hidden, heads, vocab, batch) -> None:
@@ -201,4 +218,5 @@ def _export(name: str, module, example, bound: int | None, vocab: int) -> Networ
         data_inputs=data,
         # Token ids index the embedding table: any id at or above vocab reads past it.
         input_ranges={names[0]: (0, vocab)},
+        framework=torch_framework(module),
     )
