@@ -143,7 +143,8 @@ class ResultSerializer(serializers.ModelSerializer):
     peak_formula = serializers.DictField(
         read_only=True,
         help_text="the strategy's peak as a formula of the symbols and where it was checked; "
-        "{} where the planner gave none",
+        "{\"missing\": why} where the planner gave none; {} for results older than that "
+        "reason, or without a shape axis",
     )
 
     class Meta:
