@@ -70,6 +70,9 @@ def record_result(
         # Figures the repository's own process timed, and what was not taken from it.
         "reported_by_repository": report.reported_by_repository,
         "warnings": list(report.warnings),
+        # What TVM's stock build, the baseline of every comparison, was checked against.
+        "reference_check": report.reference_check,
+        "reference_max_abs_diff": _finite(report.reference_max_abs_diff),
     }
     if report.board is not None:
         details["board"] = report.board.to_json()

@@ -221,9 +221,10 @@ def compile_model(
     # One draw serves the check, the memory measurement and the boards that run it again; a
     # second draw is checked too, since one input can hide a plan that overwrites live data
     # (an all-zero region reads the same whoever wrote it).
-    inputs = network.random_inputs(seed)
+    draws = check_draws(network, seed)
+    inputs = draws[0]
     if check_locally:
-        _check_and_time(network, builds, tgt, repeat, inputs, network.random_inputs(seed + 1))
+        _check_and_time(network, builds, tgt, repeat, *draws)
     with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
         out = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
         keep = artifacts_dir is not None
@@ -239,6 +240,13 @@ def compile_model(
                 _write_plan_files(out, build)
     _describe_inputs(network, builds.values(), artifacts_dir, name, inputs)
     return [builds[s.name].report for s in chosen]
+
+
+def check_draws(network: Network, seed: int) -> list[list[np.ndarray]]:
+    """The inputs every build of ``network`` is checked on, the first also measured and
+    timed. The import phase of a worker's compile runs the framework on exactly these
+    (:mod:`planner.tvm.job`), so they are made here and nowhere else."""
+    return [network.random_inputs(seed), network.random_inputs(seed + 1)]
 
 
 def imported_network(
@@ -759,6 +767,15 @@ def _judge_reference(network, builds: dict[str, _Build], draws):
             log.warning("%s did not run %s: %s", framework.name, network.name, exc)
             record(f"not checked: {framework.name} failed: {type(exc).__name__}: {exc}"[:500])
             return ""
+        unlike = next(filter(None, map(_unlike, expected, outputs)), "")
+        if unlike:
+            # Outputs handed over by a sandboxed process are the likeliest source, but a
+            # framework run here is refused alike: no difference says what to compare.
+            record(f"refused: {framework.name} returns {unlike}")
+            return (
+                f"{framework.name}'s outputs are not shaped as TVM's build's: {unlike}, so "
+                "there is nothing to check against"
+            )
         bad = next(filter(None, map(execute.non_finite, expected)), "")
         if bad:
             record(f"refused: {framework.name} returns {bad}")
@@ -777,6 +794,20 @@ def _judge_reference(network, builds: dict[str, _Build], draws):
         )
 
     return judge
+
+
+def _unlike(expected: list[np.ndarray], outputs: list[np.ndarray]) -> str:
+    """How the framework's outputs of one draw differ in count, shape or dtype from TVM's
+    build's ("" where they agree)."""
+    if len(expected) != len(outputs):
+        return f"{len(expected)} outputs where TVM's build returns {len(outputs)}"
+    for index, (want, got) in enumerate(zip(expected, outputs, strict=True)):
+        if want.shape != got.shape or want.dtype != got.dtype:
+            return (
+                f"output {index} as {want.dtype}{list(want.shape)} where TVM's build returns "
+                f"{got.dtype}{list(got.shape)}"
+            )
+    return ""
 
 
 def _check_and_time(

@@ -15,13 +15,24 @@ runs the compiled kernels. Input names, shapes and dtypes are read off the entry
 signature, bound weights are counted from the module's constants, and the repository
 planner's offsets are checked for type here and against the problem by ``validate_plan``
 before any build.
+
+The one thing in the folder that is not checked against the module is ``reference.npz``:
+the framework's own outputs (PyTorch eager) on the draws the second process checks every
+build on, for checking TVM's stock build against (:func:`run_reference`). They come from
+the repository's process, so they are believed only as far as they can do no harm beyond
+that repository's own results: wrong values make its stock build look wrong (every strategy
+fails) or right (as unchecked as it was before), never another repository's figures. Their
+count, shapes and dtypes must be those of the stock build's outputs, or the check is
+refused with the reason (``compile._judge_reference``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +49,18 @@ UNBOUND_FILE = "module-unbound.json"
 NETWORK_FILE = "network.json"
 FIXED_FILE = "fixed.npz"
 PLANS_FILE = "plans.json"
+#: The framework's outputs by draw (see :func:`run_reference`).
+REFERENCE_FILE = "reference.npz"
 #: Every file the repository's process may hand over, and nothing else.
-FILES = (MODULE_FILE, UNBOUND_FILE, NETWORK_FILE, FIXED_FILE, PLANS_FILE)
+FILES = (MODULE_FILE, UNBOUND_FILE, NETWORK_FILE, FIXED_FILE, PLANS_FILE, REFERENCE_FILE)
 
 MAX_NAME = 200
 MAX_PLAN_BUFFERS = 1_000_000
+#: What a handed-over framework's name is added to, so that every page says where it ran.
+HANDED_OVER = "run in the import sandbox"
+#: A member of ``reference.npz``: the draw's key (:func:`draw_key`), a dot, the output's index.
+_REFERENCE_MEMBER = re.compile(r"^([0-9a-f]{32})\.([0-9]{1,4})$")
+_FRAMEWORK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,39}$")
 
 
 class ImportedError(ValueError):
@@ -58,9 +76,49 @@ class Imported:
     plans: dict[str, dict]
 
 
-def save_imported(bound, folder: Path, *, unbound=None, plans: dict | None = None) -> None:
+@dataclass
+class Reference:
+    """The framework's outputs on the draws a build is checked on, by :func:`draw_key`;
+    ``missing`` says why there are none."""
+
+    framework: str
+    outputs: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    missing: str = ""
+
+
+def draw_key(draw) -> str:
+    """A draw's identity: a digest of every input's dtype, shape and bytes, so that outputs
+    are matched to the draw they were computed on, not to a position in a list."""
+    digest = hashlib.sha256()
+    for value in draw:
+        value = np.ascontiguousarray(value)
+        digest.update(f"{value.dtype.str}{value.shape};".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()[:32]
+
+
+def run_reference(framework, draws) -> Reference:
+    """``framework`` (a :class:`~planner.tvm.zoo.network.Framework`) run on each of
+    ``draws``, in the process that has it; its failure is a reason, never an exception."""
+    if framework.run is None:
+        return Reference(framework.name, missing=framework.missing)
+    outputs = {}
+    try:
+        for draw in draws:
+            outputs[draw_key(draw)] = [np.asarray(v) for v in framework.run(list(draw))]
+    except Exception as exc:  # the framework failing is no verdict on TVM's build
+        return Reference(
+            framework.name, missing=f"{framework.name} failed: {type(exc).__name__}: {exc}"
+        )
+    return Reference(framework.name, outputs)
+
+
+def save_imported(
+    bound, folder: Path, *, unbound=None, plans: dict | None = None,
+    reference: Reference | None = None,
+) -> None:
     """Write ``bound`` (a Network, weights bound), ``unbound`` (the same with its weights as
-    inputs) and ``plans``."""
+    inputs), ``plans`` and ``reference`` (see :func:`run_reference`)."""
     import tvm
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,13 +126,24 @@ def save_imported(bound, folder: Path, *, unbound=None, plans: dict | None = Non
     source = unbound or bound
     if unbound is not None:
         (folder / UNBOUND_FILE).write_text(tvm.ir.save_json(unbound.mod))
-    (folder / NETWORK_FILE).write_text(json.dumps({
+    meta = {
         "entry": source.entry,
         "shape_bounds": source.shape_bounds,
         "shape_limits": {k: list(v) for k, v in source.shape_limits.items()},
         "input_ranges": {k: list(v) for k, v in source.input_ranges.items()},
         "data_inputs": source.data_inputs,
-    }))
+    }
+    if reference is not None:
+        meta["reference"] = {"framework": reference.framework}
+        if reference.missing or not reference.outputs:
+            meta["reference"]["missing"] = (reference.missing or "no outputs")[:500]
+        else:
+            np.savez(folder / REFERENCE_FILE, **{
+                f"{key}.{index}": value
+                for key, values in reference.outputs.items()
+                for index, value in enumerate(values)
+            })
+    (folder / NETWORK_FILE).write_text(json.dumps(meta))
     if source.fixed_inputs:
         np.savez(folder / FIXED_FILE, **source.fixed_inputs)
     (folder / PLANS_FILE).write_text(json.dumps(plans or {}))
@@ -132,6 +201,7 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
         name, mod, names, shapes, dtypes, entry=entry, fixed_inputs=fixed,
         shape_bounds=bounds, data_inputs=data_inputs, input_ranges=ranges,
         bound_weights_bytes=constant_bytes(func), shape_limits=limits,
+        framework=_framework(folder / REFERENCE_FILE, meta.get("reference")),
     )
     return Imported(network, _plans(folder / PLANS_FILE))
 
@@ -210,6 +280,54 @@ def _fixed_inputs(path: Path, names, shapes, dtypes) -> dict[str, np.ndarray]:
             raise ImportedError(f"{FIXED_FILE}: {key} does not match the input's type")
         fixed[key] = value
     return fixed
+
+
+def _framework(path: Path, meta: Any):
+    """A framework whose ``run`` returns the outputs handed over for a draw; None where
+    none was named (a folder from before they were handed over, or a model written for
+    TVM), which leaves the stock build unchecked, as it says.
+
+    Only names and the archive's form are checked here; whether the outputs are shaped as
+    the stock build's is checked beside them (``compile._judge_reference``).
+    """
+    from planner.tvm.zoo.network import Framework
+
+    if meta is None:
+        return None
+    meta = _mapping(meta, "reference")
+    name = meta.get("framework")
+    if not isinstance(name, str) or not _FRAMEWORK_NAME.match(name):
+        raise ImportedError("reference names no framework")
+    named = f"{name} ({HANDED_OVER})"
+    if "missing" in meta:
+        why = _string(meta["missing"], "reference's missing", limit=500)
+        return Framework(named, missing=f"{why} ({HANDED_OVER})")
+    if not path.exists():
+        return Framework(named, missing=f"{named} handed over no {REFERENCE_FILE}")
+    try:
+        arrays = npz_files.load_arrays(path)
+    except npz_files.UnsafeArrays as exc:
+        raise ImportedError(f"{REFERENCE_FILE} was refused: {exc}") from None
+    by_draw: dict[str, dict[int, np.ndarray]] = {}
+    for member, value in arrays.items():
+        found = _REFERENCE_MEMBER.match(member)
+        if found is None:
+            raise ImportedError(f"{REFERENCE_FILE}: {member[:80]!r} is not a draw's output")
+        by_draw.setdefault(found[1], {})[int(found[2])] = value
+    outputs = {}
+    for key, values in by_draw.items():
+        if sorted(values) != list(range(len(values))):
+            raise ImportedError(f"{REFERENCE_FILE}: the outputs of draw {key} are not numbered "
+                                f"0..{len(values) - 1}")
+        outputs[key] = [values[i] for i in range(len(values))]
+
+    def run(draw: list[np.ndarray]) -> list[np.ndarray]:
+        key = draw_key(draw)
+        if key not in outputs:
+            raise LookupError(f"no outputs were handed over for the draw {key}")
+        return [value.copy() for value in outputs[key]]
+
+    return Framework(named, run)
 
 
 def _plans(path: Path) -> dict[str, dict]:

@@ -96,11 +96,38 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
                 plans[plan_key(name, point)] = _repo_plan(
                     name, problem, root, job, lookup, repo_code
                 )
-        save_imported(bound, Path(job.out), unbound=unbound, plans=plans)
+        save_imported(
+            bound, Path(job.out), unbound=unbound, plans=plans,
+            reference=_reference(bound, job),
+        )
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job.model)
         return _failed(job, failure_text(exc, "source"))
     return []
+
+
+def _reference(bound, job: JobSpec):
+    """The framework's outputs on every draw the compile phase checks TVM's stock build on
+    (``check_draws`` with the job's seed, at each point of a shape axis), for it to compare
+    with: it imports neither the framework nor the model. None where the model comes from
+    no framework or is not checked here."""
+    from planner.tvm.compile import check_draws
+    from planner.tvm.imported import Reference, run_reference
+    from planner.tvm.shape_axis import specialise
+
+    framework = bound.framework
+    if framework is None or not job.check_locally:
+        return None
+    try:
+        points = ShapeAxis.from_json(job.shapes).points if job.shapes is not None else [{}]
+        draws = [
+            draw
+            for point in points
+            for draw in check_draws(specialise(bound, point) if point else bound, job.seed)
+        ]
+    except Exception as exc:  # a point that does not specialise fails in the compile phase
+        return Reference(framework.name, missing=f"no draws to run: {type(exc).__name__}: {exc}")
+    return run_reference(framework, draws)
 
 
 def _repo_plan(name, problem, root, job: JobSpec, lookup, repo_code) -> dict:
@@ -146,6 +173,8 @@ def run_compile(job: JobSpec) -> list[StrategyReport]:
         "lift_temporaries": job.lift_temporaries,
         "check_locally": job.check_locally,
         "artifacts_dir": job.artifacts_dir,
+        # The draws the import phase ran the framework on (see _reference).
+        "seed": job.seed,
     }
     if job.memory_configs is not None:
         options["memory_configs"] = tuple(job.memory_configs)
