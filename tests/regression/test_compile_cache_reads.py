@@ -62,7 +62,7 @@ def build():
 
 
 def _manifest(models: dict[str, str]) -> str:
-    lines = ['[suite]', 'strategies = ["greedy-by-size"]', 'boards = ["cpu"]']
+    lines = ['[suite]', 'strategies = ["tvm-stock"]', 'boards = ["cpu"]']
     for name, source in models.items():
         lines += ["", "[[models]]", f'name = "{name}"', f"source = {json.dumps(source)}"]
     return "\n".join(lines) + "\n"

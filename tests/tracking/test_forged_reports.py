@@ -101,7 +101,9 @@ def build(attack: str, secret: str = ""):
 '''
 
 ATTACKS = ("forge", "links", "extern", "pragma")
-STRATEGIES = ("tvm-stock", "greedy-by-size")
+#: One strategy: a forged or refused handover fails every strategy alike, and TVM's stock
+#: build is made whatever is asked, so this one costs the honest models no second build.
+STRATEGIES = ("tvm-stock",)
 
 
 def manifest(secret: str) -> str:

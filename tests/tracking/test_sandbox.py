@@ -77,10 +77,17 @@ def build(attack: str, paths: list = ()):
 '''
 
 ATTACKS = ("secrets", "postgres", "redis", "write", "memory", "forever", "identity", "forks")
+#: One strategy: a failed import fails every strategy alike, and TVM's stock build is made
+#: whatever is asked, so this one costs the honest models no second build.
+STRATEGIES = ("tvm-stock",)
+#: Short, so that the model that runs forever is stopped soon, yet twice what an honest
+#: compile of this tiny model takes on a loaded two-core machine.
+WALL_SECONDS = 20
 
 
 def manifest(escape_paths: list[str]) -> str:
-    lines = ['[suite]', 'strategies = ["tvm-stock", "greedy-by-size"]', 'boards = ["cpu"]', ""]
+    lines = ['[suite]', f'strategies = {list(STRATEGIES)!r}'.replace("'", '"'),
+             'boards = ["cpu"]', ""]
     for attack in ATTACKS:
         params = f'attack = "{attack}"'
         if attack == "write":
@@ -109,7 +116,7 @@ def test_hostile_repository_code_fails_and_the_run_goes_on(
     # The worker holds secrets in its environment; tight limits keep the test short.
     monkeypatch.setenv("DJANGO_SECRET_KEY", "worker-secret-key")
     monkeypatch.setenv("PEAKWATCH_SANDBOX_MEMORY_BYTES", str(6 << 30))
-    monkeypatch.setenv("PEAKWATCH_SANDBOX_WALL_SECONDS", "40")
+    monkeypatch.setenv("PEAKWATCH_SANDBOX_WALL_SECONDS", str(WALL_SECONDS))
     worker = start_worker()
 
     run = actions.start_run(commit)
@@ -120,9 +127,9 @@ def test_hostile_repository_code_fails_and_the_run_goes_on(
         (r.model.name, r.strategy.name): r.error
         for r in Result.objects.filter(run=run).select_related("model", "strategy")
     }
-    assert len(errors) == 2 * 2 * len(ATTACKS), errors
+    assert len(errors) == 2 * len(STRATEGIES) * len(ATTACKS), errors
     for attack in ATTACKS:
-        for strategy in ("tvm-stock", "greedy-by-size"):
+        for strategy in STRATEGIES:
             # The honest model after each attack completes.
             assert errors[(f"honest-after-{attack}", strategy)] == ""
             assert errors[(f"hostile-{attack}", strategy)], attack
@@ -133,7 +140,7 @@ def test_hostile_repository_code_fails_and_the_run_goes_on(
     assert "writes refused" in hostile["write"] and "Read-only file system" in hostile["write"]
     assert not outside.exists() and not in_planner.exists()
     assert "MemoryError" in hostile["memory"]
-    assert "wall-clock limit of 40 s" in hostile["forever"]
+    assert f"wall-clock limit of {WALL_SECONDS} s" in hostile["forever"]
     # An unprivileged user without capabilities, host secrets and device nodes out of reach.
     assert "uid 65534 | caps 0000000000000000" in hostile["identity"], hostile["identity"]
     assert "shadow readable" not in hostile["identity"]
@@ -144,4 +151,5 @@ def test_hostile_repository_code_fails_and_the_run_goes_on(
     # The worker survived all of it and closed the run.
     assert worker.poll() is None
     assert run.status == Run.Status.PARTIAL and run.progress_done == run.progress_total
-    assert run.failed_results == 2 * len(ATTACKS)  # the hostile models' results, no others
+    # The hostile models' results, no others.
+    assert run.failed_results == len(STRATEGIES) * len(ATTACKS)
