@@ -19,7 +19,8 @@ pytestmark = pytest.mark.slow
         (8, ["best-fit+rewrites"]),
         (16, ["best-fit+rewrites"]),
         # Wrong at 32 while every kernel kept its promise (max abs diff 7.2e-4).
-        (32, ["best-fit+rewrites", "optimal+rewrites"]),
+        (32, ["best-fit+rewrites"]),
+        # The other placement: optimal packs the same merged tensors differently.
         (48, ["optimal+rewrites"]),
         (64, ["best-fit+rewrites"]),
     ],

@@ -116,8 +116,9 @@ def embedded_cubin_archs(library: bytes) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("model", sorted(MODELS))
+# Each architecture once, each model once: the architecture reaches NVRTC the same way
+# whatever the model, and every build of every strategy takes seconds on two cores.
+@pytest.mark.parametrize(("model", "arch"), [("residual_cnn", "sm_80"), ("small_cnn", "sm_90")])
 def test_every_strategy_builds_exports_and_compiles_its_kernels_for_the_arch(
     model, arch, tmp_path, nvrtc_calls
 ):

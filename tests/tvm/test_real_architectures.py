@@ -69,13 +69,14 @@ def _needs_timm():
         pytest.skip(str(exc))
 
 
-@pytest.mark.parametrize("name", ["ghostnet_050", "hrnet_w18_small"])
-def test_timm_ghostnet_and_hrnet_compile_with_rewrites(name):
-    # GhostNet concatenates two halves of a block and keeps the first k channels; HRNet fuses
-    # branches at four resolutions by upsampling and adding: shapes our zoo did not have.
+def test_timm_ghostnet_compiles_with_rewrites():
+    # GhostNet concatenates two halves of a block and keeps the first k channels: a shape our
+    # zoo did not have. HRNet (branches at four resolutions fused by upsampling and adding)
+    # takes as long again on two cores; it is in benchmarks/torchvision_models.py, and its
+    # int64 index casts are checked below on a kernel of their own.
     _needs_timm()
     reports = by_strategy(compile_model(
-        ModelSource(f"timm:{name}", {"image": 32}),
+        ModelSource("timm:ghostnet_050", {"image": 32}),
         ["tvm-stock", "best-fit+rewrites"], repeat=0, memory_configs=(),
     ))
 

@@ -30,7 +30,7 @@ POINTS = ["h=8,w=8", "h=16,w=16", "h=32,w=32"]
 def compiled(tmp_path_factory):
     artifacts = tmp_path_factory.mktemp("points")
     reports = compile_shapes(
-        SOURCE, strategy_names(), AXIS, repeat=1, memory_configs=(), artifacts_dir=artifacts
+        SOURCE, strategy_names(), AXIS, repeat=0, memory_configs=(), artifacts_dir=artifacts
     )
     return reports, artifacts
 
@@ -124,7 +124,7 @@ def test_an_axis_naming_an_unknown_or_missing_symbol_is_a_clear_error():
 def test_a_compile_job_takes_the_shape_axis(tmp_path):
     job = {
         "model": "pool", "source": SOURCE.source, "params": SOURCE.params,
-        "strategies": [STOCK, "best-fit"], "repeat": 1, "memory_configs": [],
+        "strategies": [STOCK, "best-fit"], "repeat": 0, "memory_configs": [],
         "shapes": parse_cli(["h=8,16:32", "w=h"]).to_json(),
     }
 
@@ -141,7 +141,7 @@ def test_the_command_line_prints_a_row_per_strategy_and_point(tmp_path):
     model = ["compile", "zoo:pool_reuse", "--param", "channels=4", "--param", "dynamic=true"]
 
     proc = planner(*model, "--shape", "h=8,16,32", "--shape", "w=h", "--strategy", STOCK,
-                   "--strategy", "best-fit", "--repeat", "1", "--no-memory",
+                   "--strategy", "best-fit", "--repeat", "0", "--no-memory",
                    "--json", str(out))
 
     assert proc.returncode == 0, proc.stderr
@@ -162,7 +162,7 @@ def test_a_torchvision_network_is_measured_at_each_resolution():
     reports = compile_shapes(
         ModelSource("torchvision:mobilenet_v3_small", {"image": 64, "dynamic": True}),
         ["tvm-stock", "best-fit"], parse_shapes({"h": [32, 64], "w": "h"}),
-        repeat=1, memory_configs=(),
+        repeat=0, memory_configs=(),
     )
 
     by = {(r.strategy, r.shape_point["h"]): r for r in reports}
