@@ -29,6 +29,15 @@ def test_it_compiles_an_onnx_file_under_every_strategy(onnx_model_path):
     assert reports["none"].planned_bytes >= reports["greedy-by-size"].planned_bytes
 
 
+def test_tvm_stocks_build_of_an_onnx_file_is_checked_against_onnxruntime(onnx_model_path):
+    reports = compile_small(ModelSource(str(onnx_model_path)), ["tvm-stock"])
+
+    stock = reports["tvm-stock"]
+    assert stock.error is None
+    assert stock.reference_check == "onnxruntime"
+    assert stock.reference_max_abs_diff is not None and stock.reference_max_abs_diff < 1e-4
+
+
 def test_it_keeps_the_onnx_weights_as_fixed_inputs(onnx_model_path):
     import onnx
     from onnx import numpy_helper
