@@ -230,19 +230,20 @@ def check_and_time(
             vm = loaders[name]()
             outputs = [run_once(vm, dev, draw, entry) for draw in draws]
         except Exception as exc:  # a broken build is a failed result, not a lost run
-            check.error = f"run failed{where}: {type(exc).__name__}: {exc}"
+            check.error = f"check failed: run failed{where}: {type(exc).__name__}: {exc}"
             continue
         if name == reference:
             wrong = judge_reference(outputs) if judge_reference is not None else ""
             if wrong:
                 for other in checks.values():
-                    other.error = wrong
+                    other.error = f"check failed: {wrong}"
                 check.outputs_match = False
                 return checks
             expected = outputs
         if expected is None:
             check.error = (
-                f"the {reference} build failed{where}, so there is nothing to check against"
+                f"check failed: the {reference} build failed{where}, so there is nothing to "
+                "check against"
             )
             continue
         compared = [
@@ -255,7 +256,8 @@ def check_and_time(
         check.max_abs_diff = None if np.isnan(worst) else worst
         if not check.outputs_match:
             check.error = (
-                f"outputs{where} differ from the {reference} build: max abs diff "
+                # Named like every other step's failure (planner.tvm.steps).
+                f"check failed: outputs{where} differ from the {reference} build: max abs diff "
                 f"{describe_diff(worst)} (rtol {rtol}, atol {atol})"
             )
             continue

@@ -35,7 +35,8 @@ def test_a_model_whose_tvm_build_returns_nan_fails_every_strategy_saying_so():
 
     for report in reports:
         assert re.fullmatch(
-            r"TVM's build of this model (returns NaN|differs from PyTorch by [0-9.e+-]+ .*)",
+            r"check failed: TVM's build of this model "
+            r"(returns NaN|differs from PyTorch by [0-9.e+-]+ .*)",
             report.error or "",
         ), report.error
         assert report.outputs_match is not True
