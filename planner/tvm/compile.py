@@ -268,8 +268,13 @@ def imported_network(
     if pipeline:
         with step("pipeline"):
             module = repo_code.run_pipeline(network.mod, pipeline, base_dir, target)
-        network = replace(network, mod=module)
+        network = replace(network, mod=module, framework=after_pipeline(network.framework))
     return network
+
+
+def after_pipeline(framework):
+    """``framework`` as the reference of a network a repository's pipeline transformed."""
+    return replace(framework, after_pipeline=True) if framework is not None else None
 
 
 def _with_bounds(network: Network) -> tvm.IRModule:
@@ -785,6 +790,10 @@ def _judge_reference(network, builds: dict[str, _Build], draws):
             for want, got in zip(expected, outputs, strict=True)
         ]
         worst = max(diff for _, diff in compared)
+        if framework.after_pipeline and np.isfinite(worst):
+            # The repository's pipeline may change the numbers on purpose: said, not refused.
+            record(f"{framework.name}, after the repository's pipeline", worst)
+            return ""
         record(framework.name, worst if np.isfinite(worst) else None)
         if all(match for match, _ in compared):
             return ""

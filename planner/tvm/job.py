@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from planner.job_spec import JobSpec
@@ -54,7 +54,6 @@ def _failed(job: JobSpec, error: str) -> list[StrategyReport]:
 
 def run_import(job: JobSpec) -> list[StrategyReport]:
     """Build the model with the repository's code and hand it over (see the docstring)."""
-    from dataclasses import replace
 
     from planner.tvm import lowering, repo_code
     from planner.tvm.compile import imported_network, planning_problem
@@ -181,7 +180,13 @@ def run_compile(job: JobSpec) -> list[StrategyReport]:
     if job.planner_time_limit is not None:
         options["planner_time_limit"] = job.planner_time_limit
     if imported is not None:
-        options.update(network=imported.network, repo_plans=imported.plans)
+        network = imported.network
+        if job.pipeline:
+            from planner.tvm.compile import after_pipeline
+
+            # Known from the job, not from the folder: the import ran the pipeline.
+            network = replace(network, framework=after_pipeline(network.framework))
+        options.update(network=network, repo_plans=imported.plans)
     else:
         options.update(pipeline=job.pipeline, base_dir=job.base_dir)
     micro = asdict(job.micro) if job.micro is not None else None

@@ -70,6 +70,14 @@ def test_model_pipeline_and_planner_changes_each_move_their_series(
     assert first_fit[("convnet", "greedy-by-size")] == half[("convnet", "greedy-by-size")]
     # Every build was checked against TVM's stock build.
     assert not Result.objects.exclude(outputs_match=True).exists()
+    # And that against the framework, after the repository's pipeline: in half precision it
+    # differs from it by design, which is said, not refused.
+    for result in Result.objects.filter(commit__sha__in=shas):
+        check = result.details["reference_check"]
+        assert check.endswith("(run in the import sandbox), after the repository's pipeline")
+    assert max(
+        r.details["reference_max_abs_diff"] for r in Result.objects.filter(commit__sha=shas[2])
+    ) > 1e-4
 
 
 def _head(repo) -> str:

@@ -17,12 +17,16 @@ class Framework:
 
     ``run`` takes the data inputs (the weights are the module's own, the values bound into
     the network) and returns the outputs flattened as the network returns them; None where
-    the framework is missing here, ``missing`` saying why.
+    the framework is missing here, ``missing`` saying why. ``after_pipeline``: the network
+    went through a repository's pipeline after its export, which may change its numbers on
+    purpose (float16, approximations), so a difference from the framework is recorded, not
+    refused; a value that is not finite still is.
     """
 
     name: str
     run: Callable[[list[np.ndarray]], list[np.ndarray]] | None = None
     missing: str = ""
+    after_pipeline: bool = False
 
 
 def torch_framework(module) -> Framework:
