@@ -167,20 +167,7 @@ def llama(seq: int = 32, layers: int = 1, hidden: int = 32, vocab: int = 128):
         max_position_embeddings=max(seq, 64), use_cache=False, attn_implementation="sdpa",
     )
 
-    class TokenIds(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = LlamaForCausalLM(config)
-
-        def forward(self, ids):
-            # An all-ones mask keeps transformers off its packed-sequence detection, whose
-            # cumulative sum over booleans TVM's LLVM code generator rejects.
-            return self.model(
-                input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
-                return_dict=False,
-            )[0]
-
-    return TokenIds().eval(), (torch.randint(0, vocab, (1, seq)),)
+    return _token_ids(LlamaForCausalLM(config), vocab, seq)
 
 
 def falcon_multi_query(seq: int = 16, hidden: int = 32, vocab: int = 128):
@@ -198,15 +185,24 @@ def falcon_multi_query(seq: int = 16, hidden: int = 32, vocab: int = 128):
         use_cache=False, attn_implementation="sdpa",
     )
 
-    class TokenIds(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = FalconForCausalLM(config)
+    return _token_ids(FalconForCausalLM(config), vocab, seq)
 
-        def forward(self, ids):
-            return self.model(
-                input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
-                return_dict=False,
-            )[0]
 
-    return TokenIds().eval(), (torch.randint(0, vocab, (1, seq)),)
+class _TokenIds(nn.Module):
+    """A causal language model called with token ids alone, returning its logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        # An all-ones mask keeps transformers off its packed-sequence detection, whose
+        # cumulative sum over booleans TVM's LLVM code generator rejects.
+        return self.model(
+            input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
+            return_dict=False,
+        )[0]
+
+
+def _token_ids(model, vocab: int, seq: int):
+    return _TokenIds(model).eval(), (torch.randint(0, vocab, (1, seq)),)
