@@ -1,4 +1,4 @@
-# Peakwatch: one image for the web app, the workers and beat.
+# Peakwatch: one image for the web app and the workers.
 FROM node:20-bookworm-slim AS frontend
 WORKDIR /src/frontend
 COPY frontend/package.json frontend/package-lock.json ./
@@ -16,18 +16,20 @@ RUN apt-get update && apt-get install -y --no-install-recommends git g++ bubblew
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml ./
-# Extras by name, comma-separated: a GPU worker's image is built with EXTRAS=cuda (NVRTC and
-# the CUDA headers its compile needs).
+COPY .ci/setup .ci/setup
+# The worker's install, as on a host (README, "Deployment"): the Python packages, torch (CPU)
+# and the model libraries; no front end, no test tools. Extras by name, comma-separated: a GPU
+# worker's image is built with EXTRAS=cuda (NVRTC and the CUDA headers its compile needs).
+# PyPI's torch for Linux is a CUDA build; PyTorch's CPU index offers the same version as
+# +cpu, which pip prefers.
 ARG EXTRAS=""
-RUN EXTRAS="$EXTRAS" python - <<'PY' > /tmp/requirements.txt && pip install --no-cache-dir -r /tmp/requirements.txt
-import os, tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-extras = [name for name in os.environ["EXTRAS"].split(",") if name]
-print("\n".join(project["dependencies"] + [
-    d for name in extras for d in project["optional-dependencies"][name]]))
-PY
+ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+RUN PEAKWATCH_EXTRAS="$EXTRAS" PIP_NO_CACHE_DIR=1 bash .ci/setup --worker \
+    && rm -rf /var/lib/apt/lists/*
 COPY . .
 COPY --from=frontend /src/frontend/dist frontend/dist
+# The `peakwatch` command; the code stays in /app, where the settings find frontend/dist.
+RUN pip install --no-cache-dir --no-deps -e .
 RUN DJANGO_SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput
 VOLUME ["/data"]
 EXPOSE 8000

@@ -1,16 +1,9 @@
 #!/usr/bin/env python
-"""Django's command-line utility for Peakwatch."""
+"""Django's command-line utility for Peakwatch: the ``peakwatch`` command, from a checkout."""
 
-import os
 import sys
 
-
-def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    from django.core.management import execute_from_command_line
-
-    execute_from_command_line(sys.argv)
-
+from dashboard.command import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

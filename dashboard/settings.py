@@ -6,6 +6,7 @@ Celery tasks run in the calling process. The code path is the same either way.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -14,7 +15,21 @@ from django.core.exceptions import ImproperlyConfigured
 from dashboard.env import envbool, envint, envjson, envlist, envstr, local_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(envstr("PEAKWATCH_DATA_DIR", str(BASE_DIR / "var")))
+# From a checkout, data lives beside the code in var/; an installed package (``pip install
+# .``) sits in site-packages, so it keeps its data in the user's data folder instead, the
+# same whichever folder ``peakwatch`` is run from.
+CHECKOUT = (BASE_DIR / "manage.py").is_file()
+DATA_DIR = Path(
+    envstr(
+        "PEAKWATCH_DATA_DIR",
+        str(
+            BASE_DIR / "var"
+            if CHECKOUT
+            else Path(envstr("XDG_DATA_HOME", str(Path.home() / ".local" / "share")))
+            / "peakwatch"
+        ),
+    )
+)
 
 # The embedded default (no DATABASE_URL): SQLite under var/, one person on 127.0.0.1 over
 # plain HTTP. Anything with a DATABASE_URL is treated as a deployment and fails closed.
@@ -118,9 +133,17 @@ TIME_ZONE = "UTC"
 LANGUAGE_CODE = "en-us"
 
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
-# npm builds the front end into frontend/dist; Django serves that folder as it is.
-STATICFILES_DIRS = [BASE_DIR / "frontend" / "dist"]
+STATIC_ROOT = Path(
+    envstr(
+        "PEAKWATCH_STATIC_ROOT",
+        str(BASE_DIR / "staticfiles" if CHECKOUT else DATA_DIR / "static"),
+    )
+)
+# npm builds the front end into frontend/dist; Django serves that folder as it is. An
+# installed package carries the same files under share/peakwatch/static (pyproject.toml).
+STATICFILES_DIRS = [
+    BASE_DIR / "frontend" / "dist" if CHECKOUT else Path(sys.prefix) / "share/peakwatch/static"
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

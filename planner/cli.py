@@ -250,11 +250,11 @@ def _import_subcommand_modules() -> None:
         importlib.import_module(module)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "planner") -> argparse.ArgumentParser:
     """The parser with every registered subcommand; ``.subcommands`` is its sub-parsers
     action, for callers that want to add more."""
     _import_subcommand_modules()
-    parser = _Parser(prog="planner", description="Plan the memory of buffers with known lifetimes.")
+    parser = _Parser(prog=prog, description="Plan the memory of buffers with known lifetimes.")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for subcommand in _subcommands.values():
         sub = subcommands.add_parser(
