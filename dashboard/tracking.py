@@ -12,6 +12,7 @@ import re
 from collections.abc import Collection
 
 from django.conf import settings
+from django.urls import reverse
 
 from dashboard import actions, gitrepo
 from dashboard.models import Commit, Repository, Run, RunRequest, WebhookDelivery
@@ -22,6 +23,14 @@ Outcome = WebhookDelivery.Outcome
 #: How many first-parent ancestors of a pushed head are recorded, so it has a baseline.
 HISTORY_DEPTH = 20
 HEX = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+def webhook_url(repository: Repository) -> str:
+    """Where GitHub delivers this repository's events: absolute from PEAKWATCH_BASE_URL, the
+    address the dashboard is reached at from outside."""
+    return settings.PEAKWATCH_BASE_URL.rstrip("/") + reverse(
+        "github-webhook-repository", args=[repository.name]
+    )
 
 
 def mirror_of(repository: Repository):

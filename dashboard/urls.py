@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
-from dashboard import api, api_runs, boards_views, tracking_views, views
+from dashboard import api, api_repositories, api_runs, boards_views, tracking_views, views
 from dashboard.webhooks import github
 
 router = DefaultRouter()
@@ -74,6 +74,8 @@ urlpatterns = [
     path("webhooks/github/<slug:repository>", github.receive, name="github-webhook-repository"),
     # POST only; the router's read-only /api/runs/ (with a slash) lists runs.
     path("api/runs", api_runs.trigger_run, name="api-trigger-run"),
+    # POST only, as above; GET /api/repositories/ (with a slash) lists them.
+    path("api/repositories", api_repositories.track_repository, name="api-track-repository"),
     # Namespaced: the router's "model-trend" would otherwise shadow the page of that name.
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/", include((router.urls, "api"), namespace="api")),

@@ -32,6 +32,7 @@ from dashboard.actions.results import (
     reuse_result,
 )
 from dashboard.actions.runs import (
+    accepts_github_deliveries,
     answer_run_request,
     append_log,
     approve_commit,
@@ -47,6 +48,7 @@ from dashboard.actions.runs import (
     request_run,
     start_run,
     track_repository,
+    why_not_trackable,
 )
 from dashboard.actions.series import (
     forget_result,
@@ -60,6 +62,7 @@ __all__ = [
     "Change",
     "SeriesKey",
     "accept_delivery",
+    "accepts_github_deliveries",
     "answer_run_request",
     "append_log",
     "approve_commit",
@@ -93,6 +96,7 @@ __all__ = [
     "summarise_all_series",
     "summarise_series",
     "track_repository",
+    "why_not_trackable",
     "triage_alert",
     "triage_commit_alerts",
     "use_api_token",

@@ -6,6 +6,8 @@ A run is closed by ``results.finish_run``: it is over once its results are in.
 
 from __future__ import annotations
 
+import re
+import secrets
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -27,18 +29,51 @@ from dashboard.models import (
 )
 from dashboard.redaction import redact
 
+REPOSITORY_NAME = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")
+GITHUB_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+BRANCH_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,199}$")
+
+
+def why_not_trackable(
+    name: str, clone_url: str, default_branch: str = "main", github_repository: str = ""
+) -> str:
+    """What is wrong with these settings of a repository to track, or an empty string. The
+    command line and the API ask the same questions."""
+    if not REPOSITORY_NAME.match(name):
+        return f"{name[:100]!r} is not a repository name: use letters, digits, '-' and '_'"
+    if not clone_url or clone_url.startswith("-") or "\0" in clone_url or len(clone_url) > 500:
+        return f"{redact(clone_url[:200])!r} is not a git URL or path"
+    if not BRANCH_NAME.match(default_branch) or ".." in default_branch:
+        return f"{default_branch[:200]!r} is not a branch name"
+    if github_repository and not GITHUB_NAME.match(github_repository):
+        return f"{github_repository[:200]!r} is not a GitHub repository: write OWNER/NAME"
+    return ""
+
 
 def track_repository(
     name: str, clone_url: str, default_branch: str = "main", *, trust: str | None = None,
-    webhook_secret: str | None = None,
+    webhook_secret: str | None = None, github_repository: str | None = None,
 ) -> Repository:
+    """Track ``name``, or change how it is tracked. A repository tracked again keeps its
+    webhook secret unless given one; a new one gets a fresh secret."""
+    existing = Repository.objects.filter(name=name).first()
     defaults = {"clone_url": clone_url, "default_branch": default_branch}
     if trust is not None:
         defaults["trust"] = trust
+    if webhook_secret is None and not (existing and existing.webhook_secret):
+        webhook_secret = secrets.token_hex(20)
     if webhook_secret is not None:
         defaults["webhook_secret"] = webhook_secret
+    if github_repository is not None:
+        defaults["github_repository"] = github_repository
     repository, _ = Repository.objects.update_or_create(name=name, defaults=defaults)
     return repository
+
+
+def accepts_github_deliveries(repository: Repository) -> bool:
+    """Whether a GitHub delivery can name this repository (dashboard/webhooks/github.py): by
+    ``github_repository``, or by a clone URL on github.com."""
+    return bool(repository.github_repository) or "github.com" in repository.clone_url.lower()
 
 
 def record_commit(

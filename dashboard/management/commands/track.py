@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import re
-import secrets
-
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.urls import reverse
 
 from dashboard import actions
 from dashboard.models import Repository
 from dashboard.redaction import redact
-
-NAME = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")
+from dashboard.tracking import webhook_url
 
 
 class Command(BaseCommand):
@@ -30,19 +24,18 @@ class Command(BaseCommand):
             "--trust", default=Repository.Trust.COLLABORATORS, choices=Repository.Trust.values,
             help="whose pull requests run without a maintainer's approval",
         )
-
-    def handle(self, *args, name, url, branch, trust, **options):
-        if not NAME.match(name):
-            raise CommandError(f"{name!r}: use letters, digits, '-' and '_'", returncode=2)
-        if url.startswith("-"):
-            raise CommandError(f"{url!r} is not a git URL or path", returncode=2)
-        existing = Repository.objects.filter(name=name).first()
-        secret = (existing.webhook_secret if existing else "") or secrets.token_hex(20)
-        repository = actions.track_repository(
-            name, url, branch, trust=trust, webhook_secret=secret
+        parser.add_argument(
+            "--github", metavar="OWNER/NAME", default=None,
+            help="the repository on GitHub: its webhook deliveries, statuses and comments. "
+            "Needed when URL is a path or a mirror that is not on github.com",
         )
-        hook = settings.PEAKWATCH_BASE_URL.rstrip("/") + reverse(
-            "github-webhook-repository", args=[repository.name]
+
+    def handle(self, *args, name, url, branch, trust, github, **options):
+        problem = actions.why_not_trackable(name, url, branch, github or "")
+        if problem:
+            raise CommandError(problem, returncode=2)
+        repository = actions.track_repository(
+            name, url, branch, trust=trust, github_repository=github
         )
         # Terminals are scrolled back, logged and pasted: the URL's password stays masked.
         self.stdout.write(
@@ -53,6 +46,13 @@ class Command(BaseCommand):
         self.stdout.write(
             "GitHub webhook (content type application/json; events push, pull_request):"
         )
-        self.stdout.write(f"  payload URL  {hook}")
+        self.stdout.write(f"  payload URL  {webhook_url(repository)}")
         self.stdout.write(f"  secret       {repository.webhook_secret}")
-        self.stdout.write(f"Run a commit now: python3 manage.py run {repository.name} --wait")
+        if repository.github_repository:
+            self.stdout.write(f"  on GitHub    {repository.github_repository}")
+        elif not actions.accepts_github_deliveries(repository):
+            self.stdout.write(
+                "  GitHub deliveries are refused (404) until Peakwatch knows which GitHub "
+                f"repository this is: track {repository.name} again with --github OWNER/NAME"
+            )
+        self.stdout.write(f"Run a commit now: peakwatch run {repository.name} --wait")
