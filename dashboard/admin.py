@@ -139,12 +139,19 @@ class AlertAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("name", "repository", "created_at", "last_used_at")
-    # Only the hash is stored; tokens are made with manage.py create_api_token.
-    readonly_fields = ("token_hash", "created_at", "last_used_at")
+    list_display = ("name", "scope", "created_at", "last_used_at")
+    list_select_related = ("repository",)
+    # Only the hash is stored; tokens are made with manage.py create_api_token. The scope
+    # is set there too: clearing a token's repository here would widen it to every one.
+    fields = ("name", "scope", "token_hash", "created_at", "last_used_at")
+    readonly_fields = ("scope", "token_hash", "created_at", "last_used_at")
 
     def has_add_permission(self, request):
         return False
+
+    @admin.display(description="Scope", ordering="repository__name")
+    def scope(self, token: ApiToken) -> str:
+        return token.scope
 
 
 @admin.register(Notification)

@@ -19,7 +19,9 @@ no maintainer approved gets a run that waits for approval, as its pull request's
 and the answer says so (``awaiting-approval``). The run is held, not refused, so CI need not
 ask again once a maintainer approves; asking again while it waits names the same run.
 
-Tokens are created with ``manage.py create_api_token`` and stored as SHA-256 hashes.
+Tokens are created with ``manage.py create_api_token NAME --repository REPO`` (or, only
+when asked for, ``--all-repositories``) and stored as SHA-256 hashes; a token for one
+repository cannot start runs of another.
 """
 
 from __future__ import annotations

@@ -815,7 +815,8 @@ class ApiToken(models.Model):
 
     name = models.CharField(max_length=200)
     token_hash = models.CharField(max_length=64, unique=True)
-    # Optional scope: a token for one repository cannot trigger runs of another.
+    # The scope: a token for one repository cannot trigger runs of another. None: every
+    # repository, which only an explicit --all-repositories makes (create_api_token).
     repository = models.ForeignKey(
         Repository, on_delete=models.CASCADE, null=True, blank=True, related_name="api_tokens"
     )
@@ -826,7 +827,14 @@ class ApiToken(models.Model):
         ordering = ["name"]
 
     def __str__(self) -> str:
-        return self.name
+        return f"{self.name} ({self.scope})"
+
+    @property
+    def scope(self) -> str:
+        """What the token may start runs of, in words."""
+        if self.repository_id is None:
+            return "all repositories"
+        return f"repository {self.repository.name}"
 
     @staticmethod
     def generate() -> str:

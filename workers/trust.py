@@ -9,7 +9,11 @@ A child hands back JSON and files in its scratch folder. The worker
 - owns every path: artifacts are looked up by fixed names in the folder the worker chose
   for that model and strategy, and taken only if they are plain files there (no link, no
   hard link to a file elsewhere, not over the size limit); a file that is not is skipped
-  with a warning on its Result, and the run goes on.
+  with a warning on its Result, and the run goes on;
+- takes a file only as what its name says it is (:func:`not_as_named`): an ``.npz`` must
+  be an archive of numeric arrays and nothing else (an ELF library with an archive appended
+  is one a zip reader takes), a ``.json`` file must be JSON. What the import hands the
+  compile is copied, then checked, and refused as a whole when one file is not.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import stat
 from pathlib import Path
 
 from dashboard import json_bodies
+from planner import npz_files
 from planner.checkout_reads import MAX_RECORD_BYTES, CheckoutReads, InvalidReads, parse_reads
 from planner.report import (
     ARTIFACT_NAMES,
@@ -74,17 +79,44 @@ def read_json(path: Path, limit: int):
     with handle:
         text = handle.read(limit + 1)
     try:
+        return _parse_json(text)
+    except HandoverError as exc:
+        raise HandoverError(f"{path.name} {exc}") from None
+
+
+def _parse_json(text: bytes):
+    """The JSON ``text``; HandoverError says, with no file's name, why it is not that."""
+    try:
         # Measured before parsing: json and everything that walks its result recurse per
         # level, and a RecursionError caught here could as well strike in the next walker.
         json_bodies.check_depth(text)
     except json_bodies.TooDeep:
         raise HandoverError(
-            f"{path.name} nests arrays and objects deeper than {json_bodies.MAX_DEPTH} levels"
+            f"nests arrays and objects deeper than {json_bodies.MAX_DEPTH} levels"
         ) from None
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise HandoverError(f"{path.name} is not JSON: {str(exc)[:200]}") from None
+        raise HandoverError(f"is not JSON: {str(exc)[:200]}") from None
+
+
+def not_as_named(handle, name: str, limit: int) -> str:
+    """Why the open file ``handle`` is not what its ``name`` says it is, as text ("" when
+    it is, or when its name claims nothing checked here). Read from its start; the caller
+    closes it."""
+    suffix = os.path.splitext(name)[1]
+    handle.seek(0)
+    if suffix == ".npz":
+        try:
+            npz_files.check_arrays(handle)
+        except npz_files.UnsafeArrays as exc:
+            return f"it is not an .npz archive of numeric arrays: {exc}"
+    elif suffix == ".json":
+        try:
+            _parse_json(handle.read(limit + 1))
+        except HandoverError as exc:
+            return f"it {exc}"
+    return ""
 
 
 def read_checkout_reads(path: Path) -> CheckoutReads | None:
@@ -163,7 +195,7 @@ def collect_artifacts(report: StrategyReport, out: Path, *, model: str, limit: i
             if name in claimed:
                 report.warnings.append(f"artifact {name} was named but not written; skipped")
             continue
-        problem = plain_file(path, limit)
+        problem = plain_file(path, limit, as_named=True)
         if problem:
             report.warnings.append(f"artifact {name} skipped: {problem}")
         else:
@@ -172,7 +204,7 @@ def collect_artifacts(report: StrategyReport, out: Path, *, model: str, limit: i
         report.warnings.append(f"artifact {name[:80]!r} is not one Peakwatch writes; skipped")
     inputs = out / slug(model) / INPUTS_NAME
     if os.path.lexists(inputs):
-        problem = plain_file(inputs, limit)
+        problem = plain_file(inputs, limit, as_named=True)
         if problem:
             report.warnings.append(f"{INPUTS_NAME} skipped: {problem}")
         else:
@@ -181,7 +213,8 @@ def collect_artifacts(report: StrategyReport, out: Path, *, model: str, limit: i
 
 def copy_plain_files(source: Path, target: Path, names, limit: int) -> None:
     """Copy the files ``names`` that exist in ``source`` into ``target``; HandoverError
-    for one that is not a plain file within ``limit`` bytes."""
+    for one that is not a plain file within ``limit`` bytes, or not what its name says
+    (:func:`not_as_named`), which is then not left in ``target``."""
     target.mkdir(parents=True, exist_ok=True)
     for name in names:
         path = source / name
@@ -190,17 +223,25 @@ def copy_plain_files(source: Path, target: Path, names, limit: int) -> None:
         handle = open_plain(path, limit)
         if isinstance(handle, str):
             raise HandoverError(f"{name}: {handle}")
-        with handle, open(target / name, "wb") as copy:
+        copied = target / name
+        with handle, open(copied, "wb") as copy:
             shutil.copyfileobj(handle, copy)
+        # The copy is checked, not the child's file: what is checked is what is read next.
+        with open(copied, "rb") as copy:
+            problem = not_as_named(copy, name, limit)
+        if problem:
+            copied.unlink()
+            raise HandoverError(f"{name}: {problem}")
 
 
-def plain_file(path: Path, limit: int) -> str:
-    """Why ``path`` is not a file to take ("" when it is one)."""
+def plain_file(path: Path, limit: int, *, as_named: bool = False) -> str:
+    """Why ``path`` is not a file to take ("" when it is one); with ``as_named``, also
+    why it is not what its name says."""
     handle = open_plain(path, limit)
     if isinstance(handle, str):
         return handle
-    handle.close()
-    return ""
+    with handle:
+        return not_as_named(handle, path.name, limit) if as_named else ""
 
 
 def open_plain(path: Path, limit: int):

@@ -84,8 +84,21 @@ def close_delivery(delivery: WebhookDelivery, *, outcome: str, detail: str = "")
     )
 
 
-def create_api_token(name: str, repository: Repository | None = None) -> tuple[ApiToken, str]:
-    """A new token: the row (holding only a hash) and the token itself, shown once."""
+def create_api_token(
+    name: str, repository: Repository | None = None, *, all_repositories: bool = False
+) -> tuple[ApiToken, str]:
+    """A new token: the row (holding only a hash) and the token itself, shown once.
+
+    A token starts runs of its ``repository`` only. One that starts runs of every
+    repository, present and future, is made only when ``all_repositories`` asks for it:
+    forgetting to name a repository must not widen a token to all of them.
+    """
+    if all_repositories and repository is not None:
+        raise ValueError("a token is for one repository or for all of them, not both")
+    if not all_repositories and repository is None:
+        raise ValueError(
+            "a token is for one repository: name it, or ask for all_repositories explicitly"
+        )
     raw = ApiToken.generate()
     token = ApiToken.objects.create(name=name, token_hash=ApiToken.hash(raw), repository=repository)
     return token, raw

@@ -101,7 +101,7 @@ def test_an_id_beyond_bigint_in_a_path_is_404(client, recorded_history, path):
     ],
 )
 def test_the_run_trigger_refuses_a_bad_value_with_400(client, recorded_history, body):
-    _, raw = actions.create_api_token("ci")
+    _, raw = actions.create_api_token("ci", all_repositories=True)
 
     response = client.post(
         "/api/runs", data=json.dumps(body), content_type="application/json",

@@ -117,3 +117,34 @@ def test_a_file_that_is_not_an_archive_is_refused(tmp_path):
 
     with pytest.raises(UnsafeArrays, match="not a readable array archive"):
         load_arrays(path)
+
+
+def test_an_archive_appended_to_another_file_is_refused(tmp_path):
+    # zipfile reads a zip from its end: whatever comes first (here an ELF header, as in a
+    # shared library) it skips, and it listed the arrays.
+    path = tmp_path / "fixed.npz"
+    archive = _zip(tmp_path / "plain.npz", [("x.npy", _npy(np.zeros(2)))]).read_bytes()
+    path.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(57) + archive)
+    assert zipfile.ZipFile(path).namelist() == ["x.npy"]
+
+    with pytest.raises(UnsafeArrays, match="first bytes are b'\\\\x7fELF', an ELF file's"):
+        load_arrays(path)
+
+
+def test_bytes_after_the_archive_are_refused(tmp_path):
+    path = _zip(tmp_path / "fixed.npz", [("x.npy", _npy(np.zeros(2)))])
+    path.write_bytes(path.read_bytes() + b"\x00" * 8)
+
+    with pytest.raises(UnsafeArrays, match="does not end with a zip archive's end record"):
+        load_arrays(path)
+
+
+def test_it_reads_an_archive_with_a_zip64_end_record(tmp_path, monkeypatch):
+    # np.savez writes one once the directory lies beyond 4 GiB: lowered here to be one.
+    monkeypatch.setattr(zipfile, "ZIP64_LIMIT", 100)
+    path = tmp_path / "reference.npz"
+    np.savez(path, a=np.zeros(30), b=np.ones(40, "int8"))
+    monkeypatch.undo()
+    assert b"PK\x06\x06" in path.read_bytes()
+
+    assert {k: v.shape for k, v in load_arrays(path).items()} == {"a": (30,), "b": (40,)}

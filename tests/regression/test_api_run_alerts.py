@@ -121,7 +121,7 @@ def test_posting_a_run_of_a_commit_answers_with_the_alerts_already_on_it(
 ):
     settings.PEAKWATCH_BASE_URL = "https://peakwatch.example"
     hold_planned_runs(monkeypatch)
-    token = actions.create_api_token("ci")[1]
+    token = actions.create_api_token("ci", grown.repository)[1]
 
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(

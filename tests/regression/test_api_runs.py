@@ -22,7 +22,7 @@ def tracked(demo_repository_path):
 
 @pytest.fixture
 def token(tracked):
-    return actions.create_api_token("ci")[1]
+    return actions.create_api_token("ci", tracked)[1]
 
 
 @pytest.fixture

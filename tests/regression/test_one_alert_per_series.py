@@ -49,7 +49,7 @@ def queued(monkeypatch):
 
 @pytest.fixture
 def token(tracked):
-    return actions.create_api_token("ci")[1]
+    return actions.create_api_token("ci", tracked)[1]
 
 
 @pytest.fixture

@@ -105,7 +105,7 @@ def test_artifacts_are_taken_by_name_from_the_workers_folder_only(tmp_path):
     (folder / "plan.json").write_text("{}")
     (folder / "module.py").symlink_to(secret)
     os.link(secret, folder / "problem.csv")
-    (out / "m" / "inputs.npz").write_bytes(b"npz")
+    np.savez(out / "m" / "inputs.npz", np.zeros(2, "float32"))
     report = parse_report(honest(artifacts={
         "plan.json": str(secret), "../../../../root/x.txt": str(secret), "model.so": "/etc/x",
     }))
@@ -234,7 +234,7 @@ def test_a_points_artifacts_are_taken_from_its_own_folder(tmp_path):
     folder = point_folder(out, point) / "m" / "greedy-by-size"
     folder.mkdir(parents=True)
     (folder / "plan.json").write_text("{}")
-    (point_folder(out, point) / "m" / "inputs.npz").write_bytes(b"npz")
+    np.savez(point_folder(out, point) / "m" / "inputs.npz", np.zeros(2, "float32"))
     # The same names with no point: another point's (or no point's) files, not this one's.
     (out / "m" / "greedy-by-size").mkdir(parents=True)
     (out / "m" / "greedy-by-size" / "module.py").write_text("x")
