@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from planner.tvm.torch_libraries import prepare_torch_libraries
+
 #: Seconds a repository's planner may take for one model before its Result fails.
 PLANNER_TIME_LIMIT = 60.0
 
@@ -64,7 +66,12 @@ def split_spec(spec: str, what: str) -> tuple[str, str]:
 
 
 def import_file(path: Path):
-    """Import the Python file ``path`` as a module of its own; ImportError says why not."""
+    """Import the Python file ``path`` as a module of its own; ImportError says why not.
+
+    torchvision, timm and transformers are prepared first, as the built-in sources prepare
+    them (:mod:`planner.tvm.torch_libraries`), so the file may import them.
+    """
+    prepare_torch_libraries()
     # One module name per file, so two checkouts with a model.py each do not collide.
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     name = f"peakwatch_repo_{path.stem}_{digest}"

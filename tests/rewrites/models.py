@@ -196,8 +196,9 @@ class _TokenIds(nn.Module):
         self.model = model
 
     def forward(self, ids):
-        # An all-ones mask keeps transformers off its packed-sequence detection, whose
-        # cumulative sum over booleans TVM's LLVM code generator rejects.
+        # An all-ones mask keeps transformers off its packed-sequence detection (a
+        # cumulative sum over booleans), which these tests do not look at; without a mask
+        # it builds too (tests/tvm/test_cumsum_over_bool.py).
         return self.model(
             input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False,
             return_dict=False,

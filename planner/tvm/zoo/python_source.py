@@ -85,6 +85,7 @@ def export_to_relax(
 
     from planner.tvm.steps import describe
     from planner.tvm.zoo.export_failure import graph_dumps_held, summarise
+    from planner.tvm.zoo.torch_conversions import CONVERSIONS
 
     try:
         with torch.no_grad(), graph_dumps_held():
@@ -94,8 +95,10 @@ def export_to_relax(
     except Exception as exc:  # export fails in many ways on unsupported code
         raise error(f"export failed: {failure}: {summarise(exc, user_files)}") from exc
     try:
+        # Converted with torch's dtypes where the importer's differ (a cumsum over bool).
         return from_exported_program(
-            exported, keep_params_as_input=True, unwrap_unit_return_tuple=True
+            exported, keep_params_as_input=True, unwrap_unit_return_tuple=True,
+            custom_convert_map=CONVERSIONS,
         )
     except Exception as exc:  # TVM's frontend lacks operators and shape rules
         raise error(f"import failed: {failure}: {describe(exc)}") from exc

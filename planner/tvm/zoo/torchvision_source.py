@@ -6,18 +6,17 @@ tried on them. Parameters: ``image`` (square input side, default 64), ``batch`` 
 ``w``, with ``image`` as their bound) and any keyword the torchvision builder takes.
 
 torchvision from PyPI is built against a CUDA torch; its compiled operators fail to register
-beside the CPU torch we pin, but the classification models need none of them. Only the
-module registering fake kernels for those operators runs at import, so it is replaced by an
-empty one before torchvision is imported.
+beside the CPU torch we pin, but the classification models need none of them:
+:func:`~planner.tvm.torch_libraries.prepare_torch_libraries` stubs what would fail before
+torchvision is imported, as it does for a repository's model file.
 """
 
 from __future__ import annotations
 
-import sys
-import types
 from dataclasses import replace
 from typing import Any
 
+from planner.tvm.torch_libraries import prepare_torch_libraries
 from planner.tvm.zoo.network import Network
 
 #: Networks whose stem needs a larger input than 64x64 to keep every pooling non-empty.
@@ -34,9 +33,7 @@ def import_torchvision():
         import torch  # noqa: F401  (torchvision needs it first)
     except ImportError as exc:
         raise TorchvisionError("torchvision models need torch, which is not installed") from exc
-    sys.modules.setdefault(
-        "torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations")
-    )
+    prepare_torch_libraries()
     try:
         import torchvision
     except ImportError as exc:

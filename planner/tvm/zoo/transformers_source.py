@@ -13,7 +13,7 @@ symbolic dimension named ``seq`` with ``seq`` (the parameter) as its bound, as T
 wheel asks for nothing that pulls torch, but pinning each requirement ourselves keeps a
 second torch from ever arriving. It imports torchvision when torchvision is installed, whose
 operator registrations fail beside our CPU torch (see
-:mod:`planner.tvm.zoo.torchvision_source`), so those are stubbed first.
+:mod:`planner.tvm.torch_libraries`), so those are stubbed first.
 """
 
 from __future__ import annotations
