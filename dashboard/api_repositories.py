@@ -60,6 +60,14 @@ class TrackRepository(APIView):
     permission_classes: list = []
     parser_classes = [json_bodies.BoundedJSONParser]
 
+    def handle_exception(self, exc):
+        # A wrong password or a missing CSRF token is DRF's {"detail": ...}; this API
+        # answers every error as {"error": ...}, as its schema says.
+        response = super().handle_exception(exc)
+        if isinstance(response.data, dict) and "detail" in response.data:
+            response.data = {"error": str(response.data["detail"])}
+        return response
+
     @extend_schema(
         operation_id="repositories_track",
         summary="Track a repository (manage.py track)",

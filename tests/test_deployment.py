@@ -1,6 +1,10 @@
 """The deployment files, checked without a Docker engine (none runs on CI machines)."""
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +78,59 @@ def test_the_image_builds_the_frontend_and_collects_static_files():
     assert "npm run build" in dockerfile
     assert "collectstatic" in dockerfile
     assert "\"gunicorn\", \"dashboard.wsgi:application\"" in dockerfile
+
+
+SYSTEMD = ROOT / "deploy" / "systemd"
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines()
+             if line.strip() and not line.startswith("#"))
+    return {key: value for key, value in pairs}
+
+
+def test_the_example_settings_make_a_deployment_that_starts(tmp_path):
+    env = {**_env_file(SYSTEMD / "env.example"), "PEAKWATCH_DATA_DIR": str(tmp_path)}
+    for needed in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SECRET_KEY",
+                   "PEAKWATCH_BASE_URL", "DJANGO_ALLOWED_HOSTS"):
+        assert needed in env
+    code = (
+        "import django; from django.conf import settings; django.setup();"
+        "print(settings.EMBEDDED, settings.CELERY_BROKER_URL, settings.PEAKWATCH_BASE_URL)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+        env={"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "dashboard.settings", **env},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [
+        "False", env["CELERY_BROKER_URL"], env["PEAKWATCH_BASE_URL"]
+    ]
+
+
+def test_the_units_start_what_the_deployment_section_names():
+    web = (SYSTEMD / "peakwatch-web.service").read_text()
+    worker = (SYSTEMD / "peakwatch-worker@.service").read_text()
+    for unit in (web, worker):
+        assert "EnvironmentFile=/etc/peakwatch/env" in unit
+    assert "gunicorn dashboard.wsgi:application" in web and "User=peakwatch" in web
+    assert "celery -A workers.app worker -Q %I" in worker
+    deployment = (ROOT / "docs" / "deployment.md").read_text()
+    for step in ("createdb", "CELERY_BROKER_URL", "PEAKWATCH_BASE_URL", "createsuperuser",
+                 "peakwatch-worker@", "--github", "bash .ci/setup --worker"):
+        assert step in deployment, step
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze not installed")
+def test_systemd_reads_the_units_without_complaint(tmp_path):
+    # Paths of a real install are absent here; the unit files themselves must parse.
+    for unit in SYSTEMD.glob("*.service"):
+        text = unit.read_text().replace("/opt/peakwatch/venv/bin/", "/bin/")
+        copy = tmp_path / unit.name.replace("@", "@x")
+        copy.write_text(text.replace("/etc/peakwatch/env", str(tmp_path / "env")))
+        (tmp_path / "env").write_text("")
+        proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(copy)],
+                              capture_output=True, text=True)
+        complaints = [line for line in proc.stderr.splitlines()
+                      if unit.name.split("@")[0] in line and "not executable" not in line]
+        assert not complaints, proc.stderr

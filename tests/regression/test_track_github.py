@@ -71,6 +71,10 @@ def test_the_api_tracks_a_repository_for_a_maintainer_only(db, settings, client)
         "/api/repositories", body, content_type="application/json", **_basic("viewer", "pw-viewer")
     )
     assert viewer.status_code == 403
+    wrong = client.post(
+        "/api/repositories", body, content_type="application/json", **_basic("admin", "nope")
+    )
+    assert wrong.status_code == 401 and "error" in wrong.json()
     bearer = client.post(
         "/api/repositories", body, content_type="application/json",
         HTTP_AUTHORIZATION="Bearer pw_whatever",
