@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from django.db import models
 from django.urls import reverse
 
+from dashboard.artifact_storage import get_artifact_storage
 from dashboard.fields import EncryptedTextField
 from dashboard.querysets import (
     AlertQuerySet,
@@ -563,7 +564,9 @@ def artifact_path(artifact: Artifact, filename: str) -> str:
 class Artifact(models.Model):
     result = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="artifacts")
     name = models.CharField(max_length=200)
-    file = models.FileField(upload_to=artifact_path, max_length=500)
+    file = models.FileField(
+        upload_to=artifact_path, storage=get_artifact_storage, max_length=500
+    )
     size = models.BigIntegerField(default=0)
     content_type = models.CharField(max_length=100, default="application/octet-stream")
 

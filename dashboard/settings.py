@@ -158,6 +158,56 @@ WHITENOISE_USE_FINDERS = DEBUG or EMBEDDED
 MEDIA_ROOT = Path(envstr("PEAKWATCH_ARTIFACT_DIR", str(DATA_DIR / "artifacts")))
 MEDIA_URL = "/media/"
 
+# Artifacts (plans, libraries, exports) are written by the worker that compiled them and
+# served by the web app: both must reach the same storage. A folder (MEDIA_ROOT, above)
+# serves one host whose processes share it; a fleet, with workers on other hosts, names an
+# S3 bucket (AWS S3, MinIO, Ceph...). The bucket stays private: the dashboard streams each
+# download itself, so private mode's access rules hold for artifacts too.
+ARTIFACT_BUCKET = envstr("PEAKWATCH_ARTIFACT_BUCKET")
+# Each unset one falls back to boto3's own: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL,
+# AWS_REGION or AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or an
+# instance role, ~/.aws/credentials).
+_ARTIFACT_S3_OPTIONS = {
+    "endpoint_url": "PEAKWATCH_ARTIFACT_S3_ENDPOINT_URL",
+    "region_name": "PEAKWATCH_ARTIFACT_S3_REGION",
+    "access_key": "PEAKWATCH_ARTIFACT_S3_ACCESS_KEY_ID",
+    "secret_key": "PEAKWATCH_ARTIFACT_S3_SECRET_ACCESS_KEY",
+    # A key prefix, for a bucket shared with something else.
+    "location": "PEAKWATCH_ARTIFACT_S3_PREFIX",
+    # "path" for servers that serve buckets under one host name (MinIO, moto).
+    "addressing_style": "PEAKWATCH_ARTIFACT_S3_ADDRESSING_STYLE",
+}
+_artifact_s3 = {
+    option: envstr(name) for option, name in _ARTIFACT_S3_OPTIONS.items() if envstr(name)
+}
+if not ARTIFACT_BUCKET:
+    if _artifact_s3:
+        named = ", ".join(_ARTIFACT_S3_OPTIONS[option] for option in _artifact_s3)
+        raise ImproperlyConfigured(
+            f"{named} set without PEAKWATCH_ARTIFACT_BUCKET: artifacts would stay in "
+            f"{MEDIA_ROOT}"
+        )
+    # No location of its own: it follows MEDIA_ROOT.
+    STORAGES["artifacts"] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+else:
+    if ("access_key" in _artifact_s3) != ("secret_key" in _artifact_s3):
+        raise ImproperlyConfigured(
+            "PEAKWATCH_ARTIFACT_S3_ACCESS_KEY_ID and PEAKWATCH_ARTIFACT_S3_SECRET_ACCESS_KEY "
+            "are set together or not at all"
+        )
+    if _artifact_s3.get("addressing_style", "auto") not in ("auto", "path", "virtual"):
+        raise ImproperlyConfigured(
+            f"PEAKWATCH_ARTIFACT_S3_ADDRESSING_STYLE={_artifact_s3['addressing_style']!r} "
+            "is not one of auto, path, virtual"
+        )
+    if "location" in _artifact_s3:
+        _artifact_s3["location"] = _artifact_s3["location"].strip("/")
+    STORAGES["artifacts"] = {
+        "BACKEND": "dashboard.s3_storage.StreamingS3Storage",
+        # Objects stay private whatever the bucket's default ACL.
+        "OPTIONS": {"bucket_name": ARTIFACT_BUCKET, "default_acl": None, **_artifact_s3},
+    }
+
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "dashboard.api_params.BoundedPagination",

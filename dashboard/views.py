@@ -301,9 +301,15 @@ def artifact_download(request, pk: int):
     except (FileNotFoundError, ValueError) as missing:
         # The row outlived its file (a wiped artifact directory): nothing to serve.
         raise Http404("artifact file is missing") from missing
-    return FileResponse(
+    # Read through the artifact storage and streamed, from a bucket too: access rules
+    # apply to every download, and the bucket need not be reachable by visitors.
+    response = FileResponse(
         handle, as_attachment=True, filename=artifact.name, content_type=artifact.content_type
     )
+    size = getattr(handle.file, "size", None)
+    if not response.has_header("Content-Length") and size is not None:
+        response["Content-Length"] = size
+    return response
 
 
 @require_GET

@@ -27,6 +27,7 @@ from dashboard.actions.deliveries import (
 from dashboard.actions.results import (
     attach_artifact,
     finish_run,
+    forget_artifact,
     record_result,
     record_toolchain,
     reuse_result,
@@ -74,6 +75,7 @@ __all__ = [
     "detect_regressions",
     "ensure_run",
     "finish_run",
+    "forget_artifact",
     "forget_result",
     "log_delivery",
     "log_rejected_delivery",

@@ -204,10 +204,14 @@ def _finite(value):
 
 
 def attach_artifact(result: Result, name: str, path: Path) -> Artifact:
+    """Store the file at ``path`` (on this worker's disk) in the artifact storage, as
+    ``result``'s artifact ``name``, replacing the one it had."""
     content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
     artifact = Artifact.objects.filter(result=result, name=name).first()
     if artifact is not None:
-        artifact.file.delete(save=False)
+        # A reused result's row names the file of the result it reused: that one stays.
+        if not Artifact.objects.filter(file=artifact.file.name).exclude(pk=artifact.pk).exists():
+            artifact.file.delete(save=False)
     else:
         artifact = Artifact(result=result, name=name)
     with path.open("rb") as handle:
@@ -216,6 +220,54 @@ def attach_artifact(result: Result, name: str, path: Path) -> Artifact:
     artifact.content_type = content_type
     artifact.save()
     return artifact
+
+
+def forget_artifact(artifact: Artifact) -> None:
+    """An Artifact row is being removed (with its result, run, commit or repository, or in
+    the admin): once the removal is committed, its file leaves the artifact storage, unless
+    another row still names it (a reused result shares its source's files). One hook per
+    transaction, however many rows go."""
+    if not artifact.file.name:
+        return
+    connection = transaction.get_connection()
+    hook = next(
+        (hook for _, hook, _ in connection.run_on_commit if isinstance(hook, _DeleteFiles)),
+        None,
+    )
+    if hook is None:
+        hook = _DeleteFiles()
+        transaction.on_commit(hook)
+    hook.names.add(artifact.file.name)
+
+
+class _DeleteFiles:
+    """An on-commit hook that deletes the files its rows named, once no row names them.
+
+    Checked after the commit, not before: rows whose removal was rolled back (a savepoint)
+    still name their files, and keep them.
+    """
+
+    BATCH = 500
+
+    def __init__(self):
+        self.names: set[str] = set()
+
+    def __call__(self) -> None:
+        storage = Artifact._meta.get_field("file").storage
+        names = sorted(self.names)
+        for start in range(0, len(names), self.BATCH):
+            batch = names[start:start + self.BATCH]
+            named = set(
+                Artifact.objects.filter(file__in=batch).values_list("file", flat=True)
+            )
+            for name in batch:
+                if name in named:
+                    continue
+                try:
+                    storage.delete(name)
+                except Exception:
+                    # The rows are gone either way; a file left behind only costs space.
+                    log.exception("could not delete artifact file %s", name)
 
 
 def finish_run(run: Run, *, error: str = "") -> None:

@@ -43,9 +43,11 @@ def start_worker(broker, tmp_path) -> Callable[..., subprocess.Popen]:
     url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
 
     def start(queues: str = "peakwatch,board.cpu", visibility_timeout: int | None = 3600,
-              broker_url: str | None = None, pool: str = "solo"):
+              broker_url: str | None = None, pool: str = "solo", extra_env: dict | None = None,
+              cwd: Path = REPO_ROOT):
         """``visibility_timeout=None`` and ``pool="prefork"`` are a deployment's defaults;
-        ``broker_url`` another broker than the tests' Redis (RabbitMQ)."""
+        ``broker_url`` another broker than the tests' Redis (RabbitMQ); ``extra_env`` more
+        variables (another host's, say), and ``cwd`` another folder to run in."""
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "dashboard.settings",
@@ -61,12 +63,16 @@ def start_worker(broker, tmp_path) -> Callable[..., subprocess.Popen]:
             env["PEAKWATCH_VISIBILITY_TIMEOUT"] = str(visibility_timeout)
         if broker_url:
             env["CELERY_BROKER_URL"] = broker_url
+        env.update(extra_env or {})
+        if cwd != REPO_ROOT:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT),
+                                                              env.get("PYTHONPATH")]))
         log = open(tmp_path / f"worker-{len(processes)}.log", "w")  # noqa: SIM115
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "workers.app", "worker", "-Q", queues,
              "--pool", pool, "--concurrency", "1", "--without-gossip", "--without-mingle",
              "--loglevel", "INFO", "-n", f"test{len(processes)}@%h"],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         proc.log_path = log.name
