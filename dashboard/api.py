@@ -418,7 +418,8 @@ class CommitAlertSerializer(AlertSerializer):
     """An alert as a run's answer carries it, with what CI prints and links to."""
 
     series = serializers.SerializerMethodField(
-        help_text="model / strategy / board / toolchain, as `run --wait` prints it"
+        help_text="model / strategy / board / toolchain, and ' at <point>' where the alert "
+        "is at a shape point, as `run --wait` prints it"
     )
     change_text = serializers.SerializerMethodField(
         help_text="before → after, the exact change and the percent: "

@@ -48,8 +48,10 @@ def open_counts(alerts: list[Alert]) -> dict[str, int]:
 
 
 def series_name(alert: Alert) -> str:
+    """``model / strategy / board / toolchain``, and the shape point where the alert is at
+    one (`` at seq=512``): one series of a model measured at several points is not another."""
     return f"{alert.model.name} / {alert.strategy.name} / {alert.board.name} / " \
-        f"{alert.toolchain.label}"
+        f"{alert.toolchain.label}{alert.at_point}"
 
 
 def movement(alert: Alert) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from dashboard.models import Commit, Repository, Result, Toolchain
 from planner.plan_diff import parse_plan
+from planner.shapes import label_order
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +233,12 @@ def results_of(commit: Commit) -> dict[tuple[str, str, str, str, str], Figures]:
     }
 
 
+def _by_point_value(key: tuple) -> tuple:
+    """A comparison key (names, then the shape label last) as rows are listed: the shape
+    point by its values, so seq=64 comes before seq=512 (as text it would not)."""
+    return (*key[:-1], label_order(key[-1]))
+
+
 def compare_commits(
     base: Commit, head: Commit, *, results: tuple[dict, dict] | None = None
 ) -> list[ComparisonRow]:
@@ -241,7 +248,7 @@ def compare_commits(
         ComparisonRow(
             *key[:3], before.get(key), after.get(key), toolchain=key[3], shape_label=key[4]
         )
-        for key in sorted(set(before) | set(after))
+        for key in sorted(set(before) | set(after), key=_by_point_value)
     ]
 
 
@@ -268,7 +275,9 @@ def compare_toolchains(commit: Commit, base: str, head: str) -> list[ComparisonR
     return [
         ComparisonRow(model, strategy, board, by.get(base), by.get(head),
                       toolchain=f"{base or 'worker'} → {head or 'worker'}", shape_label=shape)
-        for (model, strategy, board, shape), by in sorted(pairs.items())
+        for (model, strategy, board, shape), by in sorted(
+            pairs.items(), key=lambda pair: _by_point_value(pair[0])
+        )
         if base in by or head in by
     ]
 
@@ -282,16 +291,32 @@ def compare_strategies(commit: Commit, base: str, head: str) -> list[ComparisonR
     return [
         ComparisonRow(model, f"{base} → {head}", board, by.get(base), by.get(head),
                       toolchain=toolchain, shape_label=shape)
-        for (model, board, toolchain, shape), by in sorted(pairs.items())
+        for (model, board, toolchain, shape), by in sorted(
+            pairs.items(), key=lambda pair: _by_point_value(pair[0])
+        )
         if base in by or head in by
     ]
 
 
-def group_by_model(rows: list[ComparisonRow]) -> list[tuple[str, list[ComparisonRow]]]:
+@dataclass(frozen=True)
+class ModelRows:
+    """One model's rows of a comparison, in the order they are listed."""
+
+    model: str
+    rows: list[ComparisonRow]
+
+    @property
+    def has_points(self) -> bool:
+        """Whether the model was measured at shape points: its table then has a column
+        naming the point of each row."""
+        return any(row.shape_label for row in self.rows)
+
+
+def group_by_model(rows: list[ComparisonRow]) -> list[ModelRows]:
     groups: dict[str, list[ComparisonRow]] = {}
     for row in rows:
         groups.setdefault(row.model, []).append(row)
-    return sorted(groups.items())
+    return [ModelRows(model, of_model) for model, of_model in sorted(groups.items())]
 
 
 def pareto_points(commits: dict[str, Commit], results: dict[str, dict] | None = None) -> dict:
@@ -304,7 +329,10 @@ def pareto_points(commits: dict[str, Commit], results: dict[str, dict] | None = 
     models: dict[str, dict[str, list]] = {}
     for label, commit in commits.items():
         of_commit = results[label] if results else results_of(commit)
-        for (model, strategy, board, toolchain, shape), result in of_commit.items():
+        # Listed (in the JSON, the legend's tooltips) by strategy, then point by its value.
+        for (model, strategy, board, toolchain, shape), result in sorted(
+            of_commit.items(), key=lambda item: _by_point_value(item[0])
+        ):
             if result.planned_bytes is None or result.latency_median_ms is None:
                 continue
             name = f"{strategy} ({toolchain})" if toolchain else strategy

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from django.db import models
 from django.urls import reverse
+from django.utils.text import slugify
 
 from dashboard.artifact_storage import get_artifact_storage
 from dashboard.fields import EncryptedTextField
@@ -20,6 +21,7 @@ from dashboard.querysets import (
     SeriesQuerySet,
 )
 from dashboard.series_key import SeriesKey
+from planner.shapes import file_label
 
 
 class Repository(models.Model):
@@ -452,6 +454,28 @@ class Result(models.Model):
         """The series this belongs to, as ``Series.key`` names it."""
         return SeriesKey.of(self)
 
+    @property
+    def at_point(self) -> str:
+        """" at h=256,w=256" where this was measured at a shape point, else ""."""
+        return f" at {self.shape_label}" if self.shape_label else ""
+
+    @property
+    def file_stem(self) -> str:
+        """What files downloaded of this result are named after, in safe characters:
+        model, strategy, shape point, board and commit (``pool-best-fit-seq=512-cpu-
+        02eeeeeeee``). Every point of an axis has the same artifacts, so without the point
+        the downloads of two points would overwrite each other."""
+        names = [slugify(self.model.name), slugify(self.strategy.name)]
+        if self.shape_label:
+            names.append(file_label(self.shape_label))
+        names += [slugify(self.board.name), slugify(self.commit.short_sha)]
+        return "-".join(names)
+
+    def trend_url(self) -> str:
+        """The model's page, opened at this result's shape point."""
+        url = self.model.get_absolute_url()
+        return f"{url}?{urlencode({'point': self.shape_label})}" if self.shape_label else url
+
     def savings_vs(self, other: Result) -> float | None:
         """Fraction of ``other``'s planned bytes this result saves (negative: uses more)."""
         if not self.planned_bytes or not other.planned_bytes:
@@ -581,6 +605,16 @@ class Artifact(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("artifact-download", args=[self.pk])
+
+    @property
+    def download_name(self) -> str:
+        """The file name a download gets: the artifact's own (``plan.json``), led by its
+        result's ``file_stem`` where the result is at a shape point, whose every point
+        has a ``plan.json`` of its own."""
+        result = Result.objects.select_related("model", "strategy", "board", "commit").get(
+            pk=self.result_id
+        )
+        return f"{result.file_stem}-{self.name}" if result.shape_label else self.name
 
 
 class PullRequest(models.Model):
@@ -714,6 +748,15 @@ class Alert(models.Model):
     def at_point(self) -> str:
         """" at h=256,w=256" where the alert is on a shape point, else ""."""
         return f" at {self.shape_label}" if self.shape_label else ""
+
+    def trend_url(self) -> str:
+        """The model's page opened on this alert: its board and toolchain, its shape point
+        and its strategy's curve."""
+        query = {"board": self.board.name, "toolchain": self.toolchain_id}
+        if self.shape_label:
+            query["point"] = self.shape_label
+        query["strategy"] = self.strategy.name
+        return f"{self.model.get_absolute_url()}?{urlencode(query)}"
 
     @property
     def change(self) -> float:

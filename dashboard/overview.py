@@ -4,6 +4,7 @@ sparklines of planned bytes over recent commits."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from django.db import connection
 from django.db.models import Subquery
@@ -23,6 +24,7 @@ from dashboard.models import (
     Toolchain,
 )
 from dashboard.sparklines import sparkline
+from planner.shapes import label_order
 
 #: Commits a sparkline on the overview spans.
 SPARK_COMMITS = 30
@@ -54,10 +56,17 @@ class LatestRow:
 
     @property
     def url(self) -> str:
-        return (
-            f"{self.model.get_absolute_url()}?board={self.board.name}"
-            f"&toolchain={self.toolchain.pk}"
-        )
+        """The model's page on this row's board and toolchain, at its shape point."""
+        query = {"board": self.board.name, "toolchain": self.toolchain.pk}
+        if self.shape_label:
+            query["point"] = self.shape_label
+        return f"{self.model.get_absolute_url()}?{urlencode(query)}"
+
+    @property
+    def point_url(self) -> str:
+        """The model's page at this row's shape point (every board and toolchain)."""
+        url = self.model.get_absolute_url()
+        return f"{url}?{urlencode({'point': self.shape_label})}" if self.shape_label else url
 
 
 @dataclass
@@ -144,7 +153,7 @@ def repository_overviews() -> list[RepositoryOverview]:
                 )
             )
         rows.sort(key=lambda row: (
-            row.model.name, row.board.name, row.toolchain.spec, _shape_order(row.shape_label)
+            row.model.name, row.board.name, row.toolchain.spec, label_order(row.shape_label)
         ))
         tested = {row.model.pk for row in rows}
         overviews.append(
@@ -157,15 +166,6 @@ def repository_overviews() -> list[RepositoryOverview]:
             )
         )
     return overviews
-
-
-def _shape_order(shape_label: str) -> tuple:
-    """Points by their sizes, not as text: h=64 before h=256."""
-    return tuple(
-        int(value) if value.isdigit() else value
-        for part in shape_label.split(",") if part
-        for value in [part.partition("=")[2]]
-    )
 
 
 def _cell(line: Series) -> LatestCell:

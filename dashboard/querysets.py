@@ -13,6 +13,7 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 
 from dashboard.series_key import SeriesKey
+from planner.shapes import label_order
 
 
 def _model(name: str) -> type[models.Model]:
@@ -296,10 +297,17 @@ class AlertQuerySet(models.QuerySet):
         )
 
     def grouped_by_commit(self) -> list[tuple]:
-        """(commit, [alerts]) pairs, newest commit first; one query."""
+        """(commit, [alerts]) pairs, newest commit first, each commit's alerts by model,
+        strategy, board, toolchain, then shape point by its value (seq=64 before seq=512,
+        which the database, sorting text, would not give); one query."""
         groups: dict[int, tuple] = {}
         for alert in self.with_related().order_by(
             "-commit__committed_at", "commit_id", "model__name", "strategy__name", "kind"
         ):
             groups.setdefault(alert.commit_id, (alert.commit, []))[1].append(alert)
+        for _, alerts in groups.values():
+            alerts.sort(key=lambda alert: (
+                alert.model.name, alert.strategy.name, alert.board.name, alert.toolchain.spec,
+                label_order(alert.shape_label), alert.kind != "bytes", alert.pk,
+            ))
         return list(groups.values())

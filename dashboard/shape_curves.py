@@ -112,13 +112,14 @@ def _commit(commit: Commit) -> dict:
 
 def shape_curves(
     model: Model, *, board: str = "", toolchain: Toolchain | None = None, branch: str = "",
-    commits: int = COMMITS,
+    commits: int = COMMITS, prefer: tuple[str, int] | None = None,
 ) -> dict | None:
     """``model``'s planned memory against its shape points at the newest ``commits``
     commits with results at shape points (two queries); None when it has none (one query).
 
-    One board and toolchain: ``board``/``toolchain`` where given, else the one most
-    measured at the newest commit. The payload:
+    One board and toolchain: ``board``/``toolchain`` where given, else ``prefer`` (a
+    (board name, toolchain id) the page opens on) where it has results here, else the one
+    most measured at the newest commit. The payload:
 
     - ``points``: [{label, point}] ordered by the point's values; every list of per-point
       values below is in this order (null where a point was not measured);
@@ -141,7 +142,10 @@ def shape_curves(
         return None
     rows = _rows(results.filter(commit__in=recent))
     boards = sorted({row.board for row in rows})
-    line = _main_line(rows, recent[0].pk)
+    if prefer in {(row.board, row.toolchain_id) for row in rows}:
+        line = prefer
+    else:
+        line = _main_line(rows, recent[0].pk)
     rows = [r for r in rows if (r.board, r.toolchain_id) == line]
     drawn = [c for c in reversed(recent) if any(r.commit_id == c.pk for r in rows)]
     index = {commit.pk: i for i, commit in enumerate(drawn)}

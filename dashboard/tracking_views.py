@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard import actions, compare
 from dashboard.auth import maintainer_required
+from dashboard.commit_alerts import commit_alerts
 from dashboard.models import Alert, Commit, PullRequest, Repository, Result, Run
 from dashboard.shape_curves import shape_comparison
 from planner import plan_diff
@@ -43,9 +44,8 @@ def _comparison(
         "rows": rows,
         "groups": compare.group_by_model(rows),
         "pareto": pareto,
-        "alerts": list(
-            Alert.objects.for_repository(repository).filter(commit=head).with_related()
-        ) if head is not None else [],
+        # By series, then shape point by its value.
+        "alerts": commit_alerts(head) if head is not None else [],
         **(extra or {}),
     }
     if _wants_json(request):
@@ -199,6 +199,8 @@ def plan_diff_json(request, base: int, head: int):
     base, head, diff, _ = _plan_diff(base, head)
     return JsonResponse(
         {"base_result": base.pk, "head_result": head.pk,
+         # The shape point of each plan ("" for a model without an axis).
+         "base_shape_label": base.shape_label, "head_shape_label": head.shape_label,
          "parts": compare.breakdown_change(
              compare.Breakdown.of(base), compare.Breakdown.of(head)
          ),

@@ -299,6 +299,9 @@ class Trend:
     history_html: str = ""
     #: The cache key it is stored under: what derived data (the page's table) can key on.
     key: str = ""
+    #: The newest open alert among those the chart marks (None when none is open): where
+    #: the model page opens (``opening``).
+    open_alert: Alert | None = None
 
     def data(self) -> dict:
         return json.loads(self.json)
@@ -343,12 +346,14 @@ def trend(
             version, alert_versions,
         ]).encode()
     ).hexdigest()
+    # Newest first: the first open one is the news.
+    open_alert = next((alert for alert in alerts if alert.is_open), None)
     if snapshot is not None:
         # Stored already: joining it to the alerts costs less than a cache round trip with
         # the payload's bytes would.
         return Trend(
             **_assemble(model, snapshot, alerts, board=board, branch=branch, toolchain=toolchain),
-            key=key,
+            key=key, open_alert=open_alert,
         )
     cached = cache.get(key)
     if cached is None:
@@ -367,7 +372,41 @@ def trend(
             model, members, alerts, board=board, branch=branch, toolchain=toolchain
         )
         cache.set(key, cached, TREND_CACHE_SECONDS)
-    return Trend(**cached, key=key)
+    return Trend(**cached, key=key, open_alert=open_alert)
+
+
+@dataclass(frozen=True)
+class Opening:
+    """Where the model page opens: the shape point its trend shows first and the curve it
+    brings forward (a strategy on a board with a toolchain); ``alert`` is the open alert
+    that chose them, where one did. Empty: the first point, no curve brought forward."""
+
+    point: str = ""
+    strategy: str = ""
+    board: str = ""
+    toolchain_id: int | None = None
+    alert: Alert | None = None
+
+    @property
+    def line(self) -> tuple[str, int] | None:
+        """The (board, toolchain id) of the curve, where there is one."""
+        return (self.board, self.toolchain_id) if self.board and self.toolchain_id else None
+
+
+def opening(data: Trend, *, point: str | None = None, strategy: str | None = None) -> Opening:
+    """Where the page of ``data`` opens: at the newest open alert's point and series, where
+    the news is, else at the first point. ``point`` and ``strategy`` (a page's query; None
+    where it names none) each win over what the alert would choose."""
+    alert = data.open_alert
+    if alert is None or (point is not None and strategy is not None):
+        return Opening(point=point or "", strategy=strategy or "")
+    return Opening(
+        point=alert.shape_label if point is None else point,
+        strategy=alert.strategy.name if strategy is None else strategy,
+        board=alert.board.name,
+        toolchain_id=alert.toolchain_id,
+        alert=alert,
+    )
 
 
 def find_toolchain(value: str) -> Toolchain | None:

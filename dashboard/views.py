@@ -19,7 +19,6 @@ from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.utils.text import slugify
 from django.views.decorators.http import require_GET
 
 from dashboard import compare, fragments, overview, queue, trends
@@ -27,6 +26,7 @@ from dashboard.auth import is_maintainer
 from dashboard.models import Artifact, Commit, Model, Result, Run, Series
 from dashboard.shape_curves import other_points, shape_curves
 from dashboard.trends import TREND_CACHE_SECONDS, find_toolchain, trend
+from planner.shapes import label_order
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,9 @@ def model_trend_page(request, repository: str, model: str):
         # As the API answers: a toolchain the filter names that does not exist is not found.
         return HttpResponseNotFound(str(unknown))
     data = trend(model, board=board, branch=branch, toolchain=toolchain)
+    opens = trends.opening(
+        data, point=request.GET.get("point"), strategy=request.GET.get("strategy")
+    )
     tables = functools.cache(
         lambda: _trend_tables(model, board=board, branch=branch, toolchain=toolchain)
     )
@@ -96,11 +99,16 @@ def model_trend_page(request, repository: str, model: str):
             if data.key:
                 cache.set(history_key, history_html, TREND_CACHE_SECONDS)
     branches = Commit.objects.branch_names(model.repository)
+    shapes = shape_curves(
+        model, board=board, branch=branch, toolchain=toolchain, prefer=opens.line
+    )
     return render(
         request,
         "dashboard/model_trend.html",
         {
-            "shapes": shape_curves(model, board=board, branch=branch, toolchain=toolchain),
+            "shapes": shapes,
+            "opening": opens,
+            **_shape_chart_choices(shapes, opens, request.GET.get("curves", "")),
             "shapes_api_url": reverse("api:model-shapes", args=[model.pk])
             + (f"?{request.GET.urlencode()}" if request.GET else ""),
             "model": model,
@@ -123,6 +131,18 @@ def model_trend_page(request, repository: str, model: str):
     )
 
 
+def _shape_chart_choices(shapes: dict | None, opens: trends.Opening, curves: str) -> dict:
+    """What the "Memory by shape" chart opens on: one curve per commit of the strategy the
+    page opens on (so the change the alert is about shows), else one per strategy at the
+    newest commit; ``curves`` ("strategy" or "commit"), where the address names it, wins."""
+    if shapes is None:
+        return {}
+    strategy = opens.strategy if opens.strategy in shapes["strategies"] else ""
+    if curves not in ("strategy", "commit"):
+        curves = "commit" if strategy else "strategy"
+    return {"shape_curves": curves, "shape_strategy": strategy or shapes["best_strategy"]}
+
+
 def _trend_tables(model: Model, *, board: str, branch: str, toolchain) -> dict:
     """The trend page's grid of boards and toolchains and its table of latest results, as
     HTML, and whether the lines shown differ by board and by toolchain (``flags``)."""
@@ -138,7 +158,8 @@ def _trend_tables(model: Model, *, board: str, branch: str, toolchain) -> dict:
     latest = sorted(
         (line for line in shown if line.latest_result_id),
         key=lambda line: (
-            line.board.name, line.toolchain.spec, line.strategy.name, line.shape_label
+            line.board.name, line.toolchain.spec, line.strategy.name,
+            label_order(line.shape_label),
         ),
     )
     context = {"board": board, "branch": branch, "toolchain": toolchain}
@@ -232,14 +253,16 @@ def run_results(request, pk: int):
 
 def _results_of(run: Run) -> list[Result]:
     """The run's results, each with ``parent`` (the same series at the parent commit) set."""
-    results = list(
+    results = sorted(
         Result.objects.for_run(run)
         .with_related()
         # A run compiled with several toolchains has rows alike but for it: the page names it.
-        .select_related("toolchain")
-        .order_by(
-            "model__name", "shape_label", "strategy__name", "board__name", "toolchain__spec"
-        )
+        .select_related("toolchain"),
+        # Shape points by their values (seq=64 before seq=512), which their text is not.
+        key=lambda result: (
+            result.model.name, label_order(result.shape_label), result.strategy.name,
+            result.board.name, result.toolchain.spec, result.pk,
+        ),
     )
     parents = _parent_results(run.commit)
     for result in results:
@@ -304,7 +327,8 @@ def artifact_download(request, pk: int):
     # Read through the artifact storage and streamed, from a bucket too: access rules
     # apply to every download, and the bucket need not be reachable by visitors.
     response = FileResponse(
-        handle, as_attachment=True, filename=artifact.name, content_type=artifact.content_type
+        handle, as_attachment=True, filename=artifact.download_name,
+        content_type=artifact.content_type
     )
     size = getattr(handle.file, "size", None)
     if not response.has_header("Content-Length") and size is not None:
@@ -400,10 +424,8 @@ def result_artifacts_zip(request, pk: int):
     artifacts = list(result.artifacts.all())
     if not artifacts:
         raise Http404("this result has no artifacts")
-    name = slugify(
-        f"{result.model.name}-{result.strategy.name}-{result.board.name}-"
-        f"{result.commit.short_sha}"
-    )
+    # Named for the shape point too: every point's artifacts would otherwise share a name.
+    name = f"{result.file_stem}-artifacts"
     response = StreamingHttpResponse(_zipped(artifacts), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{name}.zip"'
     return response

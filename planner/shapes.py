@@ -155,6 +155,13 @@ def label_order(text: str) -> tuple:
     return tuple(key)
 
 
+def file_label(text: str) -> str:
+    """A :func:`label` as a downloaded file's name carries it: ``h=64_w=64`` for
+    ``h=64,w=64``, letters, digits and ``=_.-`` only, so no shell, zip tool or file system
+    reads a separator into it."""
+    return re.sub(r"[^A-Za-z0-9=_.-]+", "_", text).strip("_")
+
+
 def _point_values(declared: Any, symbol: str) -> list[int]:
     if not isinstance(declared, list) or not declared:
         raise ShapeError(f"shapes.{symbol} must be a list of sizes, a bound table or a symbol")

@@ -128,12 +128,13 @@ _BASE_MARK, _HEAD_MARK = 9_999_999_901, 9_999_999_902
 
 
 @register.simple_tag
-def comparison_rows(rows, by_toolchain: bool = False) -> str:
+def comparison_rows(rows, by_toolchain: bool = False, points: bool = False) -> str:
     """The body rows of a comparison table (``compare.ComparisonRow``s), as the filters
     above would write them. Built here rather than in a template loop: a commit compares
     hundreds of series, and the template engine (and ``format_html``'s escaping of
     numbers) spent most of the page's time on them. ``by_toolchain``: the toolchain is what
-    the table compares, so rows do not name it."""
+    the table compares, so rows do not name it. ``points``: the table has a column naming
+    each row's shape point (the rows come ordered by the point's values)."""
     # One reverse() for every row's link: it was a third of the rows' time.
     diff_url = reverse("plan-diff", args=[_BASE_MARK, _HEAD_MARK])
     html = []
@@ -161,14 +162,21 @@ def comparison_rows(rows, by_toolchain: bool = False) -> str:
             if i == 2 else f'<td class="num">{cell}</td>'
             for i, cell in enumerate(cells)
         )
+        point = ""
+        if points:
+            label = escape(row.shape_label)
+            point = (
+                f'<td data-point="{label}"><code>{label}</code></td>' if label
+                else f'<td data-point="">{MISSING}</td>'
+            )
         html.append(
-            f'<tr><th scope="row">{name}</th><td>{escape(row.board)}</td>{numbers}'
+            f'<tr><th scope="row">{name}</th>{point}<td>{escape(row.board)}</td>{numbers}'
             f"<td>{links}</td></tr>"
         )
         parts = [side.breakdown if side else None for side in (row.base, row.head)]
         if any(p is not None and p.known for p in parts):
             html.append(
-                f'<tr class="parts-row"><td colspan="{2 + len(cells) + 1}">'
+                f'<tr class="parts-row"><td colspan="{2 + int(points) + len(cells) + 1}">'
                 f"{_parts_html(*parts)}</td></tr>"
             )
     return mark_safe("\n".join(html))  # text escaped above; the rest is numbers

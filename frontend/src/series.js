@@ -71,7 +71,9 @@ export function buildDatasets(trend, field, { lowerBound = false } = {}) {
     return {
       label: seriesLabel(series, boardCount, toolchainCount),
       strategy: series.strategy,
+      board: series.board,
       toolchain: toolchainOf(series),
+      toolchainId: series.toolchain?.id ?? null,
       data,
       points,
     };
@@ -129,6 +131,27 @@ export function alertDataset(trend, chartData, kind) {
   }
   if (!marked) return null;
   return { label: ALERTS_LABEL, alerts: true, data, points, marked };
+}
+
+/**
+ * Marks the lines of ``chartData`` (from ``buildDatasets``) that are the curve the page
+ * opens on: ``focus`` names a strategy, and a board and toolchain id where it knows them
+ * (the newest open alert's series). Returns how many lines it marked; none without a
+ * strategy.
+ */
+export function markFocus(chartData, focus = {}) {
+  let marked = 0;
+  for (const dataset of chartData.datasets) {
+    dataset.focus =
+      Boolean(focus.strategy) &&
+      !dataset.alerts &&
+      !dataset.lowerBound &&
+      dataset.strategy === focus.strategy &&
+      (!focus.board || dataset.board === focus.board) &&
+      (focus.toolchain == null || dataset.toolchainId === focus.toolchain);
+    if (dataset.focus) marked += 1;
+  }
+  return marked;
 }
 
 /** Point radius for a line of ``count`` points: dots only while they stay apart. */
@@ -197,7 +220,8 @@ export function styleDatasets(chartData, colours) {
       Object.assign(dataset, {
         borderColor: style.colour,
         backgroundColor: style.colour,
-        borderWidth: 2,
+        // The curve the page opens on (``markFocus``) stands out from the others.
+        borderWidth: dataset.focus ? 4 : 2,
         borderDash: alongAnother ? style.dash : [],
         pointStyle: style.pointStyle,
         pointRadius: radius,

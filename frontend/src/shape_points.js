@@ -32,6 +32,16 @@ export function trendPoints(trend) {
 }
 
 /**
+ * The point the trend opens on, of ``points`` (ordered by value): the one the address
+ * asks for, else the one the page opens on (the newest open alert's), else the first.
+ */
+export function openingPoint(points, asked, opened) {
+  if (points.includes(asked)) return asked;
+  if (points.includes(opened)) return opened;
+  return points[0] ?? null;
+}
+
+/**
  * The trend payload narrowed to one shape point: its series and its alerts. ``label`` ""
  * keeps the series without a shape axis; a payload without shape labels comes back whole.
  */

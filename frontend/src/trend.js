@@ -22,10 +22,11 @@ import {
   byDatasetIndex,
   commitAt,
   downsampleNote,
+  markFocus,
   runUrlAt,
   styleDatasets,
 } from "./series.js";
-import { trendAtPoint, trendPoints } from "./shape_points.js";
+import { openingPoint, trendAtPoint, trendPoints } from "./shape_points.js";
 
 Chart.register(CategoryScale, LinearScale, LineController, LineElement, PointElement, Tooltip, Legend, zoomPlugin);
 
@@ -95,7 +96,8 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours, binar
               const exact = formatExact ? ` (${formatExact(item.parsed.y)})` : "";
               if (item.dataset.alerts) {
                 const alert = item.dataset.points[item.dataIndex];
-                return `alert (${alert.state}) ${alert.strategy} @ ${alert.board}: ${formatValue(alert.baseline_value)} → ${formatValue(alert.value)}`;
+                const at = alert.shape_label ? ` at ${alert.shape_label}` : "";
+                return `alert (${alert.state}) ${alert.strategy} @ ${alert.board}${at}: ${formatValue(alert.baseline_value)} → ${formatValue(alert.value)}`;
               }
               return `${item.dataset.label}: ${formatValue(item.parsed.y)}${exact}`;
             },
@@ -107,14 +109,15 @@ function drawChart(canvas, chartData, { formatValue, formatExact, colours, binar
   });
 }
 
-export function drawTrend(container, trend) {
+export function drawTrend(container, trend, focus = {}) {
   const colours = { ...palette(), alert: getComputedStyle(document.documentElement).getPropertyValue("--bad").trim() || "#b91c1c" };
-  const planned = styleDatasets(
-    withAlerts(trend, buildDatasets(trend, "planned_bytes", { lowerBound: true }), "bytes"),
-    colours,
-  );
-  const measured = styleDatasets(buildDatasets(trend, "measured_peak_bytes"), colours);
-  const latency = styleDatasets(withAlerts(trend, buildDatasets(trend, "latency_median_ms"), "latency"), colours);
+  const focused = (chartData) => {
+    markFocus(chartData, focus);
+    return styleDatasets(chartData, colours);
+  };
+  const planned = focused(withAlerts(trend, buildDatasets(trend, "planned_bytes", { lowerBound: true }), "bytes"));
+  const measured = focused(buildDatasets(trend, "measured_peak_bytes"));
+  const latency = focused(withAlerts(trend, buildDatasets(trend, "latency_median_ms"), "latency"));
   const charts = [
     drawChart(container.querySelector("#chart-planned-bytes"), planned, {
       formatValue: formatBytes,
@@ -143,14 +146,15 @@ export function drawTrend(container, trend) {
  * point at a time (``?point=`` in the address keeps the choice), since h=64 and h=1024
  * on one chart would flatten the smaller into the axis.
  */
-function pickPoint(trend, redraw) {
+function pickPoint(trend, redraw, opened) {
   const points = trendPoints(trend);
   const picker = document.querySelector("[data-point-picker]");
   if (!points.length || !picker) return null;
   const select = picker.querySelector("select");
-  const asked = new URLSearchParams(window.location.search).get("point");
-  for (const label of points) select.add(new Option(label, label, false, label === asked));
-  if (!points.includes(asked)) select.value = points[0];
+  // Where the news is (the newest open alert's point) unless the address asks for another.
+  const chosen = openingPoint(points, new URLSearchParams(window.location.search).get("point"), opened);
+  for (const label of points) select.add(new Option(label, label, false, label === chosen));
+  select.value = chosen;
   picker.hidden = false;
   select.addEventListener("change", () => {
     const url = new URL(window.location.href);
@@ -166,15 +170,25 @@ function start() {
   const payload = document.getElementById("trend-data");
   if (!container || !payload) return;
   const trend = JSON.parse(payload.textContent);
+  const opening = container.dataset;
+  const focus = {
+    strategy: opening.focusStrategy || "",
+    board: opening.focusBoard || "",
+    toolchain: opening.focusToolchain ? Number(opening.focusToolchain) : null,
+  };
   let charts = [];
   const draw = (point) => {
     charts.forEach((chart) => chart.destroy());
-    charts = drawTrend(container, point === null ? trend : trendAtPoint(trend, point));
+    charts = drawTrend(container, point === null ? trend : trendAtPoint(trend, point), focus);
     container.dataset.point = point ?? "";
+    // Each chart names the point its figures are of.
+    for (const caption of container.querySelectorAll("[data-chart-point]")) {
+      caption.textContent = point ? ` at ${point}` : "";
+    }
   };
   const reset = document.querySelector("[data-reset-zoom]");
   if (reset) reset.addEventListener("click", () => charts.forEach((chart) => chart.resetZoom()));
-  draw(pickPoint(trend, draw));
+  draw(pickPoint(trend, draw, opening.openPoint || null));
 }
 
 if (document.readyState === "loading") {

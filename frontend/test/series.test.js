@@ -203,3 +203,32 @@ test("it keeps lines solid while they run apart, and breaks one that meets anoth
   assert.deepEqual(runsAlongEarlier([line(7, 7), line(7, 7)]), [false, true]);
 });
 
+
+test("it marks the curve the page opens on, and draws it wider", async () => {
+  const { markFocus, styleDatasets } = await import("../src/series.js");
+  const chain = (id) => ({ id, spec: "", label: `tvm ${id}` });
+  const focused = {
+    commits,
+    series: [
+      { strategy: "greedy-by-size", board: "cpu", toolchain: chain(1), points: [point(0, 900)] },
+      { strategy: "greedy-by-size", board: "gpu", toolchain: chain(1), points: [point(0, 800)] },
+      { strategy: "greedy-by-size", board: "cpu", toolchain: chain(2), points: [point(0, 700)] },
+      { strategy: "none", board: "cpu", toolchain: chain(1), points: [point(0, 1600)] },
+    ],
+  };
+  const chartData = buildDatasets(focused, "planned_bytes", { lowerBound: true });
+
+  assert.equal(markFocus(chartData, { strategy: "greedy-by-size", board: "cpu", toolchain: 1 }), 1);
+  assert.deepEqual(chartData.datasets.map((d) => d.focus), [true, false, false, false, false]);
+  styleDatasets(chartData, {
+    series: ["#2563eb", "#dc2626", "#16a34a", "#9333ea"],
+    seriesLightness: "42%",
+    bound: "#6b7280",
+    alert: "#b91c1c",
+  });
+  assert.deepEqual(chartData.datasets.slice(0, 4).map((d) => d.borderWidth), [4, 2, 2, 2]);
+
+  // A strategy alone marks it on every board and toolchain; nothing, nothing.
+  assert.equal(markFocus(chartData, { strategy: "greedy-by-size" }), 3);
+  assert.equal(markFocus(chartData, {}), 0);
+});

@@ -3,6 +3,7 @@ import { test } from "node:test";
 
 import {
   comparePoints,
+  openingPoint,
   overlayDatasets,
   RESERVED_LABEL,
   shapeDatasets,
@@ -99,4 +100,14 @@ test("the comparison overlay has base and head of the chosen strategy", () => {
   };
   const chart = overlayDatasets(entry);
   assert.deepEqual(chart.datasets.map((d) => [d.label, d.data]), [["base", [1, 2]], ["head", [1, 3]]]);
+});
+
+test("the trend opens on the point asked for, else the alert's, else the first", () => {
+  const points = ["h=64,w=64", "h=256,w=256", "h=1024,w=1024"];
+  assert.equal(openingPoint(points, null, "h=256,w=256"), "h=256,w=256");
+  assert.equal(openingPoint(points, "h=64,w=64", "h=256,w=256"), "h=64,w=64");
+  // A point the axis does not have is no choice: the alert's, then the first, instead.
+  assert.equal(openingPoint(points, "h=9,w=9", "h=1024,w=1024"), "h=1024,w=1024");
+  assert.equal(openingPoint(points, null, ""), "h=64,w=64");
+  assert.equal(openingPoint([], null, "h=64,w=64"), null);
 });

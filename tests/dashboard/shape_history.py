@@ -91,3 +91,37 @@ def record_shape_history(repository, model: str = "pool", *, first: int = 0) -> 
         run.refresh_from_db()
         runs.append(run)
     return runs
+
+
+def record_growth(
+    repository, grown: dict[tuple[str, int], int], *, model: str = "pool"
+) -> Run:
+    """One more finished run of ``model`` on main, after ``record_shape_history``'s: every
+    point under every strategy as at its last commit, but each (strategy, side) of
+    ``grown`` larger by its bytes, so each of those alerts (and nothing else does)."""
+    last = (
+        Run.objects.filter(repository=repository, commit__branch="main")
+        .latest("commit__committed_at").commit
+    )
+    number = int(last.sha[:2]) + 1
+    commit = actions.record_commit(
+        repository, sha=f"{number:02d}" + "e" * 38, parent_sha=last.sha, branch="main",
+        author="Ada Planner", message=f"Shape commit {number}",
+        committed_at=last.committed_at + timedelta(hours=1),
+    )
+    run = Run.objects.create(repository=repository, commit=commit, trigger="test")
+    actions.begin_run(
+        run, models=[(model, "zoo:pool_reuse")], strategies=sorted(FACTORS),
+        boards=["cpu"], total=len(FACTORS) * len(SIDES),
+    )
+    for side in RECORDED:
+        for strategy in FACTORS:
+            need = intermediates(strategy, side, COMMITS - 1) + grown.get((strategy, side), 0)
+            report = bytes_only(
+                need + 1024, shape_point=point(side), reserved_at_bound_bytes=RESERVED,
+                peak_formula=FORMULAS.get(strategy, {}),
+            )
+            actions.record_result(run, model=model, strategy=strategy, board="cpu", report=report)
+    actions.finish_run(run)
+    run.refresh_from_db()
+    return run

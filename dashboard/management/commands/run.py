@@ -174,7 +174,7 @@ class Command(BaseCommand):
         )
         for alert in alerts:
             self.stdout.write(
-                f"  {alert.kind:<7} {series_name(alert)}{alert.at_point}: {movement(alert)}"
+                f"  {alert.kind:<7} {series_name(alert)}: {movement(alert)}"
                 f"  [{alert.state}]"
             )
 
