@@ -17,7 +17,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends git g++ bubblew
 WORKDIR /app
 COPY pyproject.toml ./
 COPY .ci/setup .ci/setup
-# The worker's install, as on a host (README, "Deployment"): the Python packages, torch (CPU)
+# The worker's install, as on a host (docs/deployment.md): the Python packages, torch (CPU)
 # and the model libraries; no front end, no test tools. Extras by name, comma-separated: a GPU
 # worker's image is built with EXTRAS=cuda (NVRTC and the CUDA headers its compile needs).
 # PyPI's torch for Linux is a CUDA build; PyTorch's CPU index offers the same version as

@@ -22,7 +22,7 @@ Measured on an NVIDIA H100 80GB HBM3 (sm_90, driver 580.159.04), one run of
 free; no kernel workspace in any of these builds). The GPT-2 rows' bytes stand, but their
 outputs were compared NaN-equal then. Checked against PyTorch, TVM's CUDA build of this GPT-2
 returns NaN, with or without a memory planner, so every GPT-2 build now fails with that
-reason (README, "CUDA board"):
+reason (docs/boards.md, "CUDA boards"; figures in docs/benchmarks.md):
 
     model     point    strategy             planned B     peak B  peak/plan  peak/stock
     resnet18  224x224  tvm-stock            7,432,096  7,225,344      0.972       1.000

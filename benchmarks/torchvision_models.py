@@ -17,9 +17,9 @@ These are networks nobody here wrote: every rule in the TVM wing must hold on th
 table: planned bytes, measured peak, latency, outputs_match and the rewrites applied per
 model and strategy, then every failure with its error. Exit status 1 if any strategy failed
 or differed from tvm-stock. ``--markdown`` prints instead one row per model, each strategy's
-planned bytes as a ratio to tvm-stock's (the README's table); ``--from-json`` reads reports
-that earlier runs saved with ``--json`` instead of compiling, so runs of a few models each
-make one table.
+planned bytes as a ratio to tvm-stock's (the table in docs/benchmarks.md); ``--from-json``
+reads reports that earlier runs saved with ``--json`` instead of compiling, so runs of a few
+models each make one table.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ name from this module. :func:`missing` lists what a release lacks that no adapte
 up for: a toolchain with anything in that list is refused before any model runs, and its
 message names the missing pieces.
 
-Release notes, measured (see the README's "Toolchains"):
+Release notes, measured (see docs/toolchains.md, "Which releases work"):
 
 - 0.27: the reference.
 - 0.26: schedulable blocks are ``tvm.tirx.stmt.SBlock``/``SBlockRealize`` (0.27 moved them

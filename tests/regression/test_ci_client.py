@@ -1,5 +1,5 @@
-"""``dashboard/ci_client.py``, the job README's GitHub Actions workflow runs: against a live
-server over HTTP, as a CI machine reaches Peakwatch. A stand-in worker records each run the
+"""``dashboard/ci_client.py``, which docs/dashboard.md's GitHub Actions workflow runs: against a
+live server over HTTP, as a CI machine reaches Peakwatch. A stand-in worker records each run the
 server starts, with the figures the test chose, so the client polls a real run to its end."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def token(tracked):
 
 
 def ci(live_server, token, monkeypatch, capsys, *options: str) -> tuple[int, str]:
-    """The client's exit status and what it printed, run as the README's job runs it."""
+    """The client's exit status and what it printed, run as the job in docs/dashboard.md runs it."""
     monkeypatch.setenv("PEAKWATCH_TOKEN", token)
     code = ci_client.main(
         ["--url", live_server.url, "--repository", "tracked", "--sha", "01" + "c" * 38,
