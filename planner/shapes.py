@@ -11,6 +11,15 @@ and on the command line as ``--shape h=64,256,1024 --shape w=h --shape seq=128,5
 A list's bound is its largest point. Independent symbols multiply (``h = [1, 2], w = [3, 4]``
 is four points), up to :data:`MAX_POINTS`; a symbol named by a string takes the value of the
 symbol it names at every point.
+
+A model whose file does not name its symbolic dimensions itself is told where each symbol
+is, input by input (:attr:`ShapeAxis.dims`)::
+
+    dims = { seq = "input_ids:1" }                            # the input's name, then its dim
+    dims = { seq = ["0:1", "1:1"] }                           # by position; one symbol, two places
+
+and on the command line as ``--dim seq=input_ids:1`` (``--dim seq=0:1,1:1``). Inputs and
+dimensions count from 0; every symbol of the axis then needs a place.
 """
 
 from __future__ import annotations
@@ -38,18 +47,35 @@ class ShapeAxis:
 
     points: tuple[dict[str, int], ...]
     bounds: dict[str, int] = field(default_factory=dict)
+    #: Where each symbol is in the model's inputs (``{"seq": ("input_ids:1",)}``, see
+    #: :func:`parse_place`), for a model that leaves its dimensions static and has the
+    #: source make them symbolic; empty when the model names its symbols itself.
+    dims: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def symbols(self) -> list[str]:
         return list(self.bounds)
 
+    def at(self, points) -> ShapeAxis:
+        """This axis measured at ``points`` only (a run's missing ones, a bisection's one):
+        its bounds and places stay, so the model is built as for the whole axis."""
+        return ShapeAxis(tuple(points), self.bounds, self.dims)
+
     def to_json(self) -> dict:
-        return {"points": [dict(p) for p in self.points], "bounds": dict(self.bounds)}
+        data: dict[str, Any] = {
+            "points": [dict(p) for p in self.points], "bounds": dict(self.bounds),
+        }
+        if self.dims:
+            # Only when given: an axis without places keeps the JSON (and cache keys) it had.
+            data["dims"] = {symbol: list(places) for symbol, places in self.dims.items()}
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> ShapeAxis:
         """The axis :meth:`to_json` wrote; ShapeError on anything else."""
-        if not isinstance(data, dict) or set(data) != {"points", "bounds"}:
+        if not isinstance(data, dict) or not (
+            {"points", "bounds"} <= set(data) <= {"points", "bounds", "dims"}
+        ):
             raise ShapeError("shapes must be an object with points and bounds")
         bounds = check_sizes(data["bounds"], "bounds")
         points = data["points"]
@@ -64,7 +90,8 @@ class ShapeAxis:
                 if value > bounds[symbol]:
                     raise ShapeError(f"point {label(point)}: {symbol} is above its bound")
             checked.append({s: point[s] for s in bounds})
-        return cls(tuple(checked), bounds)
+        axis = cls(tuple(checked), bounds)
+        return parse_dims(data["dims"], axis) if "dims" in data else axis
 
 
 def parse_shapes(spec: Any) -> ShapeAxis:
@@ -138,6 +165,73 @@ def parse_cli(options: list[str]) -> ShapeAxis:
                 f"--shape {option!r}: points must be integers, e.g. {symbol}=64,256:1024"
             ) from None
     return parse_shapes(spec)
+
+
+def parse_dims(spec: Any, axis: ShapeAxis) -> ShapeAxis:
+    """``axis`` with the places a manifest's ``dims`` table gives its symbols (see the
+    module docstring); ShapeError says which entry is wrong and what to write."""
+    example = 'e.g. { seq = "input_ids:1" }'
+    if not isinstance(spec, Mapping) or not spec:
+        raise ShapeError(f"dims must be a table of symbols, {example}")
+    dims: dict[str, tuple[str, ...]] = {}
+    given: dict[tuple, str] = {}
+    for symbol, declared in spec.items():
+        _symbol(symbol)
+        if symbol not in axis.bounds:
+            raise ShapeError(
+                f"dims.{symbol}: {symbol} has no points in shapes (its symbols: "
+                f"{', '.join(axis.symbols)}); name the same symbol in both"
+            )
+        places = [declared] if isinstance(declared, str) else declared
+        if (
+            not isinstance(places, list) or not places
+            or not all(isinstance(p, str) for p in places)
+        ):
+            raise ShapeError(
+                f'dims.{symbol} must be "INPUT:DIM" or a list of them, {example} or '
+                f'{{ {symbol} = ["0:1", "1:1"] }}'
+            )
+        for place in places:
+            key = parse_place(place, f"dims.{symbol}")
+            if key in given:
+                raise ShapeError(
+                    f"dims.{symbol} lists {place!r} twice" if given[key] == symbol
+                    else f"dims: {place!r} is given to {given[key]} and to {symbol}"
+                )
+            given[key] = symbol
+        dims[symbol] = tuple(places)
+    missing = [s for s in axis.symbols if s not in dims]
+    if missing:
+        raise ShapeError(
+            f"dims gives no place to {', '.join(missing)}: a model told where its symbols "
+            f'are needs each of them, e.g. {missing[0]} = "input_ids:1"'
+        )
+    return ShapeAxis(axis.points, axis.bounds, dims)
+
+
+def parse_place(text: str, what: str = "dims") -> tuple[str | int, int]:
+    """``INPUT:DIM`` as (the input's name, or its position from 0; the dimension from 0).
+    The last colon separates them, so an input named ``ids:0`` is ``ids:0:1``."""
+    name, sep, dim = text.rpartition(":")
+    if not sep or not name or not dim.isdigit() or len(dim) > 3 or len(name) > 128:
+        raise ShapeError(
+            f"{what}: {text[:80]!r} is not INPUT:DIM; write the input's name or position "
+            'and the dimension, counting from 0, e.g. "input_ids:1" or "0:1"'
+        )
+    return (int(name) if name.isdigit() else name), int(dim)
+
+
+def parse_cli_dims(options: list[str], axis: ShapeAxis) -> ShapeAxis:
+    """``axis`` with the places of ``--dim`` options: ``seq=input_ids:1``, ``seq=0:1,1:1``."""
+    spec: dict[str, Any] = {}
+    for option in options:
+        symbol, sep, text = option.partition("=")
+        if not sep or not text:
+            raise ShapeError(f"--dim {option!r}: expected SYMBOL=INPUT:DIM, e.g. seq=input_ids:1")
+        if symbol in spec:
+            raise ShapeError(f"--dim {symbol} is given twice; list its places: {symbol}=0:1,1:1")
+        spec[symbol] = text.split(",")
+    return parse_dims(spec, axis)
 
 
 def label(point: Mapping[str, int]) -> str:

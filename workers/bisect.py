@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dashboard import gitrepo
-from planner.shapes import ShapeAxis
 from planner.shapes import label as shape_label
 from workers import compile_cache, manifest
 
@@ -93,7 +92,7 @@ def compile_planned_bytes(
             model_name=entry.name, source=entry.source, params=entry.params,
             strategies=[strategy], artifacts_dir=artifacts, repeat=0, tree=tree,
             pipeline=suite.pipeline, memory_configs=(),
-            shapes=ShapeAxis((point,), entry.shapes.bounds).to_json() if point else None,
+            shapes=entry.shapes.at([point]).to_json() if point else None,
         ))
     if report.error:
         raise RuntimeError(report.error)

@@ -18,6 +18,14 @@
     shapes = { h = [64, 256, 1024], w = "h" }   # optional: symbolic dimensions, measured
                                                 # at each point (planner.shapes)
 
+    [[models]]
+    name = "encoder"
+    source = "models/encoder.py:build"          # returns (module, example inputs)
+    shapes = { seq = [64, 128, 512] }
+    dims = { seq = "input_ids:1" }              # optional: where each symbol is, for a
+                                                # model that does not declare its own
+                                                # torch.export.Dim or ONNX dim_param
+
 Paths are relative to the repository: absolute paths and paths that leave the tree are
 refused here, before anything runs. Toolchains (:mod:`planner.tvm.toolchain`) are exact
 apache-tvm releases, wheels or source folders; ``""`` (the default) is the worker's own TVM.
@@ -32,7 +40,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from planner import shapes as shape_axis
-from planner.shapes import ShapeAxis, ShapeError, parse_shapes
+from planner.shapes import ShapeAxis, ShapeError, parse_dims, parse_shapes
 from planner.tvm.repo_code import RepoCodeError, split_spec
 from planner.tvm.toolchain import ToolchainError, parse_spec
 
@@ -54,7 +62,8 @@ class ModelEntry:
     name: str
     source: str
     params: dict[str, Any] = field(default_factory=dict)
-    #: The model's shape axis; None when its shapes are fixed (one compile, no point).
+    #: The model's shape axis, with its ``dims`` where the manifest gives them; None when
+    #: its shapes are fixed (one compile, no point).
     shapes: ShapeAxis | None = None
 
     @property
@@ -219,9 +228,34 @@ def _models(raw_models: Any) -> list[ModelEntry]:
                 shapes = parse_shapes(raw["shapes"])
             except ShapeError as exc:
                 raise ManifestError(f"model {name!r}: {exc}") from None
+        if "dims" in raw:
+            shapes = _dims(raw["dims"], shapes, name, source)
         entry = ModelEntry(name, source, dict(params), shapes)
         if entry.path is not None:
             check_relative(entry.path, f"model {name!r}: source")
         names.add(name)
         models.append(entry)
     return models
+
+
+def _dims(spec: Any, shapes: ShapeAxis | None, name: str, source: str) -> ShapeAxis:
+    """The model's axis with the places ``dims`` gives its symbols."""
+    if shapes is None:
+        raise ManifestError(
+            f"model {name!r}: dims says where the symbols of a shape axis are; give their "
+            "points too, e.g. shapes = { seq = [64, 128] }"
+        )
+    file_part, sep, factory = source.rpartition(":")
+    from_file = source.endswith(".onnx") or (
+        bool(sep) and file_part.endswith(".py") and factory.isidentifier()
+    )
+    if not from_file:
+        # Library sources size their own symbols by a parameter (planner.tvm.zoo).
+        raise ManifestError(
+            f"model {name!r}: dims is for a model file (path.py:function) or an .onnx file, "
+            f"not {source}, whose symbols are its own"
+        )
+    try:
+        return parse_dims(spec, shapes)
+    except ShapeError as exc:
+        raise ManifestError(f"model {name!r}: {exc}") from None

@@ -20,7 +20,7 @@ from dashboard import actions, gitrepo, queue
 from dashboard.models import Result, Run
 from planner.checkout_reads import CheckoutReads, InvalidReads, parse_reads
 from planner.report import StrategyReport
-from planner.shapes import ShapeAxis, label
+from planner.shapes import label
 from workers import boards, compile_cache, manifest, sandbox, toolchains
 
 log = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ def _run_model(
     points = list({label(point): point for _, point in todo}.values())
     axis = None
     if entry.shapes is not None:
-        axis = ShapeAxis(tuple(points), entry.shapes.bounds).to_json()
+        axis = entry.shapes.at(points).to_json()
     actions.append_log(
         run, f"{where}: {', '.join(strategies)}"
         + (f" at {'; '.join(label(p) for p in points)}" if axis else "")

@@ -35,7 +35,7 @@ from planner.report import (
     point_folder,
     slug,
 )
-from planner.shapes import label
+from planner.shapes import ShapeError, check_sizes, label
 
 #: The inputs a model was checked on, one file per model (a board runs the build on them).
 INPUTS_NAME = "inputs.npz"
@@ -57,17 +57,38 @@ def read_reports(path: Path) -> list[StrategyReport]:
         try:
             reports.append(parse_report(item))
         except InvalidReport as exc:
-            model, strategy = (
-                (item.get("model"), item.get("strategy")) if isinstance(item, dict) else ("", "")
-            )
-            reports.append(
-                StrategyReport.failed(
-                    model if isinstance(model, str) else "",
-                    strategy if isinstance(strategy, str) else "",
-                    f"the compile's report was refused: {exc}",
-                )
-            )
+            reports.append(_refused(item, exc))
     return reports
+
+
+#: How much of a refused report's own error is kept: enough to say what failed.
+MAX_REFUSED_ERROR = 2000
+
+
+def _refused(item, exc: InvalidReport) -> StrategyReport:
+    """A failed report in place of one that was refused: at its model, strategy and point
+    where those are readable (so :func:`match` puts it where it belongs), saying why, with
+    the start of the child's own error."""
+    data = item if isinstance(item, dict) else {}
+    model, strategy = data.get("model"), data.get("strategy")
+    error = f"the compile's report was refused: {exc}"
+    said = data.get("error")
+    if isinstance(said, str) and said.strip():
+        said = said.strip()
+        if len(said) > MAX_REFUSED_ERROR:
+            said = f"{said[:MAX_REFUSED_ERROR]} ... [cut]"
+        error += f"; the compile said: {said}"
+    point = data.get("shape_point") or {}
+    try:
+        point = check_sizes(point, "a point") if point else {}
+    except ShapeError:
+        point = {}
+    return StrategyReport.failed(
+        model if isinstance(model, str) else "",
+        strategy if isinstance(strategy, str) else "",
+        error,
+        shape_point=point,
+    )
 
 
 def read_json(path: Path, limit: int):
@@ -149,10 +170,17 @@ def match(
     wanted = {label(point): point for point in points}
     by_key: dict[tuple[str, str], StrategyReport] = {}
     refused: list[str] = []
+    # What the reports not taken said went wrong: a strategy left without a report carries
+    # it, since the child's error is more use than knowing that none came back.
+    errors: dict[str, tuple[str, str]] = {}
     for report in reports:
         at = label(report.shape_point)
         if report.model != model or report.strategy not in strategies or at not in wanted:
-            refused.append(f"{report.model[:80]!r} / {report.strategy[:80]!r}{_at(at[:80])}")
+            where = f"{report.model[:80]!r} / {report.strategy[:80]!r}{_at(at[:80])}"
+            refused.append(where)
+            if report.error:
+                errors.setdefault(report.strategy, (report.error, where))
+                errors.setdefault("", (report.error, where))
         elif (report.strategy, at) in by_key:
             by_key[report.strategy, at] = StrategyReport.failed(
                 model, report.strategy,
@@ -164,11 +192,16 @@ def match(
     matched = []
     for at, point in wanted.items():
         for strategy in strategies:
+            missing = "the compile returned no report for this strategy" + _at(at)
+            said = errors.get(strategy) or errors.get("")
+            if said:
+                error = f"{said[0]} [{missing}; this error is from its report for {said[1]}]"
+            else:
+                error = missing + (
+                    f" (it returned reports for {', '.join(refused[:3])})" if refused else ""
+                )
             report = by_key.get((strategy, at)) or StrategyReport.failed(
-                model, strategy,
-                "the compile returned no report for this strategy" + _at(at)
-                + (f" (it returned reports for {', '.join(refused[:3])})" if refused else ""),
-                shape_point=dict(point),
+                model, strategy, error, shape_point=dict(point),
             )
             report.model_source = source
             matched.append(report)

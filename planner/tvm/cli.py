@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from planner.cli import register_strategy_names, register_subcommand
-from planner.shapes import ShapeError, label, parse_cli
+from planner.shapes import ShapeError, label, parse_cli, parse_cli_dims
 from planner.tvm.strategies import registry, strategy_names
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="compile at each point of a symbolic dimension: h=64,256,1024 (the bound is the "
         "largest), seq=128,512:4096 (bound 4096), w=h (w follows h); repeat per symbol",
     )
+    parser.add_argument(
+        "--dim",
+        action="append",
+        default=[],
+        metavar="SYMBOL=INPUT:DIM",
+        help="where a --shape symbol is in a model file's or ONNX file's inputs that leave it "
+        "static: seq=input_ids:1 (the input's name or position, then the dimension, from 0), "
+        "seq=0:1,1:1 for several places; repeat per symbol",
+    )
     parser.add_argument("--target", default="llvm")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per strategy")
     parser.add_argument(
@@ -102,6 +111,12 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     if args.toolchain:
         return _in_toolchain(args)
+    try:
+        # Before TVM is imported too: a malformed axis costs no compiler start-up.
+        axis = _axis(args)
+    except ShapeError as exc:
+        sys.stderr.write(f"planner: {exc}\n")
+        return 2
     from planner.tvm.compile import compile_model
     from planner.tvm.zoo import ModelSource, ModelSourceError
 
@@ -113,7 +128,6 @@ def handle(args: argparse.Namespace) -> int:
         memory_configs=() if args.no_memory else ("pooled", "naive"),
     )
     try:
-        axis = parse_cli(args.shape) if args.shape else None
         if axis is not None:
             from planner.tvm.shape_axis import compile_shapes
 
@@ -138,6 +152,18 @@ def handle(args: argparse.Namespace) -> int:
     if args.json_out:
         args.json_out.write_text(json.dumps([r.to_json() for r in reports], indent=2))
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _axis(args: argparse.Namespace):
+    """The shape axis of ``--shape`` and ``--dim``; None without ``--shape``."""
+    axis = parse_cli(args.shape) if args.shape else None
+    if args.dim:
+        if axis is None:
+            raise ShapeError(
+                "--dim says where a --shape symbol is: give its points with --shape too"
+            )
+        axis = parse_cli_dims(args.dim, axis)
+    return axis
 
 
 def _in_toolchain(args: argparse.Namespace) -> int:

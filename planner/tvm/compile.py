@@ -25,6 +25,7 @@ from planner.order import OrderResult
 from planner.plan import validate_plan
 from planner.problem import Problem, lower_bound, write_csv
 from planner.report import ATOL, RTOL, StrategyReport, slug
+from planner.shapes import ShapeAxis
 from planner.timeline import render_svg
 from planner.tvm import execute, lowering, memory, repo_code
 from planner.tvm.apply import apply_plan
@@ -256,13 +257,13 @@ def imported_network(
     base_dir: Path | None,
     pipeline: str = "",
     seed: int = 0,
-    axis_bounds: dict[str, int] | None = None,
+    axis: ShapeAxis | None = None,
 ) -> Network:
     """``source`` as every strategy compiles it: weights bound and folded, so that work on
     weights alone is not planned as an activation, then the repository's ``pipeline``.
-    ``axis_bounds``: see :func:`~planner.tvm.zoo.build_network`. StepFailed names the step
-    that failed after the source built (a source's own failure is ModelSourceError)."""
-    network = build_network(source, base_dir=base_dir, axis_bounds=axis_bounds)
+    ``axis``: see :func:`~planner.tvm.zoo.build_network`. StepFailed names the step that
+    failed after the source built (a source's own failure is ModelSourceError)."""
+    network = build_network(source, base_dir=base_dir, axis=axis)
     with step("fold"):
         network = network.bind_weights(seed)
     if pipeline:

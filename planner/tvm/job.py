@@ -64,26 +64,24 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
 
     source = ModelSource(job.source, job.params)
     root = Path(job.base_dir) if job.base_dir else None
-    axis_bounds = ShapeAxis.from_json(job.shapes).bounds if job.shapes is not None else None
+    axis = ShapeAxis.from_json(job.shapes) if job.shapes is not None else None
     try:
         target = lowering.make_target(job.target)
         bound = imported_network(
-            source, target, base_dir=root, pipeline=job.pipeline, seed=job.seed,
-            axis_bounds=axis_bounds,
+            source, target, base_dir=root, pipeline=job.pipeline, seed=job.seed, axis=axis,
         )
         unbound = None
         if job.micro is not None:
             # A micro board keeps the weights apart from the model (in flash), so it gets
             # the network with its weights as inputs, through the same pipeline.
-            unbound = build_network(source, base_dir=root, axis_bounds=axis_bounds)
+            unbound = build_network(source, base_dir=root, axis=axis)
             if job.pipeline:
                 mod = repo_code.run_pipeline(unbound.mod, job.pipeline, root, target)
                 unbound = replace(unbound, mod=mod)
         plans = {}
         repo = [s for s in job.strategies if s.startswith(REPO_PREFIX)]
         points: list[dict] = [{}] if repo else []
-        if repo and job.shapes is not None:
-            axis = ShapeAxis.from_json(job.shapes)
+        if repo and axis is not None:
             check_symbols(bound, axis)
             points = list(axis.points)
         for point in points:
@@ -254,8 +252,7 @@ def _micro_points(reports, source, micro: dict, job: JobSpec, unbound) -> None:
 
     root = Path(job.base_dir) if job.base_dir else None
     if unbound is None:
-        axis_bounds = ShapeAxis.from_json(job.shapes).bounds
-        unbound = build_network(source, base_dir=root, axis_bounds=axis_bounds)
+        unbound = build_network(source, base_dir=root, axis=ShapeAxis.from_json(job.shapes))
     by_point: dict[str, list] = {}
     for report in reports:
         by_point.setdefault(label(report.shape_point), []).append(report)

@@ -83,8 +83,7 @@ def compile_shapes(
     tgt = lowering.make_target(target)
     if network is None:
         network = imported_network(
-            source, tgt, base_dir=root, pipeline=pipeline, seed=seed,
-            axis_bounds=dict(shapes.bounds),
+            source, tgt, base_dir=root, pipeline=pipeline, seed=seed, axis=shapes,
         )
     check_symbols(network, shapes)
     check_limits(network, shapes)
@@ -162,7 +161,14 @@ def check_symbols(network: Network, shapes: ShapeAxis) -> None:
     nothing else."""
     own = symbols_of(network)
     if not own:
-        raise ShapeError(f"{network.name} has no symbolic dimensions to take a shape axis")
+        first = shapes.symbols[0] if shapes.symbols else "seq"
+        raise ShapeError(
+            f"{network.name} has no symbolic dimensions to take a shape axis: say where "
+            f'{first} is, with dims = {{ {first} = "INPUT:DIM" }} in the manifest (--dim '
+            f"{first}=INPUT:DIM on the command line), or have a model file return (module, "
+            f'example inputs, dynamic_shapes) with torch.export.Dim("{first}", ...), or name '
+            f"an ONNX input's dim_param {first}"
+        )
     missing, unknown = own - set(shapes.symbols), set(shapes.symbols) - own
     problems = []
     if unknown:

@@ -55,8 +55,8 @@ def test_a_python_factory_is_built_for_the_axiss_bound(tmp_path):
     )
     source = ModelSource("models.py:tiny")
 
-    assert build_network(source, base_dir=tmp_path, axis_bounds={"seq": 24}).name == "seq24"
+    assert build_network(source, base_dir=tmp_path, axis=parse_cli(["seq=24"])).name == "seq24"
     # A bound the manifest gives wins; a symbol the factory does not take is not passed.
     given = ModelSource("models.py:tiny", {"seq": 12})
-    assert build_network(given, base_dir=tmp_path, axis_bounds={"seq": 24}).name == "seq12"
-    assert build_network(source, base_dir=tmp_path, axis_bounds={"h": 24}).name == "seq4"
+    assert build_network(given, base_dir=tmp_path, axis=parse_cli(["seq=24"])).name == "seq12"
+    assert build_network(source, base_dir=tmp_path, axis=parse_cli(["h=24"])).name == "seq4"

@@ -2,6 +2,7 @@
 
 import pytest
 
+from planner.shapes import ShapeAxis, parse_place
 from workers.manifest import ManifestError, parse
 
 SUITE = """
@@ -56,3 +57,64 @@ def test_a_bound_above_the_points_is_kept_for_the_symbolic_build():
 def test_a_bad_shape_axis_is_a_manifest_error_naming_the_model(shapes, message):
     with pytest.raises(ManifestError, match=message):
         parse(SUITE.format(shapes=shapes))
+
+
+DIMS_SUITE = """
+[[models]]
+name = "encoder"
+source = "{source}"
+shapes = {{ seq = [64, 128], len = "seq" }}
+{dims}
+"""
+
+
+def test_it_reads_where_each_symbol_is_in_a_model_files_inputs():
+    suite = parse(DIMS_SUITE.format(
+        source="models/encoder.py:build",
+        dims='dims = { seq = "input_ids:1", len = ["0:2", "attention_mask:1"] }',
+    ))
+    axis = suite.models[0].shapes
+
+    assert axis.dims == {"seq": ("input_ids:1",), "len": ("0:2", "attention_mask:1")}
+    # The places travel with the axis to the sandboxed compile, and with any of its points.
+    assert ShapeAxis.from_json(axis.to_json()) == axis
+    assert axis.at([{"seq": 64, "len": 64}]).dims == axis.dims
+    assert parse_place("input_ids:1") == ("input_ids", 1)
+    assert parse_place("0:2") == (0, 2)
+    assert parse_place("ids:0:1") == ("ids:0", 1)
+
+
+def test_an_axis_without_places_keeps_its_json():
+    axis = parse(SUITE.format(shapes='shapes = { h = [8], w = "h" }')).models[0].shapes
+
+    assert axis.dims == {} and set(axis.to_json()) == {"points", "bounds"}
+
+
+@pytest.mark.parametrize(
+    ("source", "dims", "message"),
+    [
+        ("models/e.py:build", 'dims = { seq = "input_ids" }',
+         "model 'encoder': dims.seq: 'input_ids' is not INPUT:DIM; write the input's name or "
+         'position and the dimension, counting from 0, e.g. "input_ids:1" or "0:1"'),
+        ("models/e.py:build", 'dims = { seq = "input_ids:-1", len = "0:1" }', "is not INPUT:DIM"),
+        ("models/e.py:build", 'dims = { seq = 1, len = "0:1" }',
+         'dims.seq must be "INPUT:DIM" or a list of them'),
+        ("models/e.py:build", 'dims = { seq = "0:1" }',
+         'dims gives no place to len: .* e.g. len = "input_ids:1"'),
+        ("models/e.py:build", 'dims = { seq = "0:1", len = "0:1" }',
+         "dims: '0:1' is given to seq and to len"),
+        ("models/e.py:build", 'dims = { length = "0:1" }',
+         r"dims.length: length has no points in shapes \(its symbols: seq, len\)"),
+        ("models/e.onnx", 'dims = []', "model 'encoder': dims must be a table of symbols"),
+        ("transformers:gpt2", 'dims = { seq = "0:1", len = "0:2" }',
+         "dims is for a model file .* or an .onnx file, not transformers:gpt2"),
+    ],
+)
+def test_a_bad_dims_table_is_a_manifest_error_saying_what_to_write(source, dims, message):
+    with pytest.raises(ManifestError, match=message):
+        parse(DIMS_SUITE.format(source=source, dims=dims))
+
+
+def test_dims_without_a_shape_axis_is_refused():
+    with pytest.raises(ManifestError, match="dims says where the symbols of a shape axis are"):
+        parse('[[models]]\nname = "e"\nsource = "m.py:build"\ndims = { seq = "0:1" }\n')

@@ -2,6 +2,7 @@
 
 import pytest
 
+from planner.shapes import parse_shapes
 from planner.tvm.zoo import ModelSource, ModelSourceError, build_network
 
 SMALL = {"seq": 16, "layers": 1, "hidden": 32, "heads": 2, "vocab": 64}
@@ -38,7 +39,8 @@ def test_a_dynamic_model_declares_its_position_table_as_the_bound_of_seq():
 
     # Built for the axis: no seq given, so GPT-2 gets a position table of the axis's bound.
     params = {k: v for k, v in SMALL.items() if k != "seq"}
-    network = build_network(ModelSource("transformers:gpt2", params), axis_bounds={"seq": 24})
+    axis = parse_shapes({"seq": [24]})
+    network = build_network(ModelSource("transformers:gpt2", params), axis=axis)
 
     assert network.shape_bounds == {"seq": 24}
     assert network.shape_limits == {"seq": (24, "GPT2Config.n_positions")}

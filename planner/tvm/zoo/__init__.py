@@ -6,7 +6,8 @@ A model source is one of
   the tracked repository's manifest changes those parameters from commit to commit, which is
   what moves its memory up and down;
 - ``path/to/model.onnx``, with an optional ``input_shapes`` parameter for inputs whose shape
-  is symbolic in the file;
+  is symbolic in the file; a ``dim_param`` named like a symbol of the shape axis stays
+  symbolic (:mod:`planner.tvm.zoo.onnx_source`);
 - ``torchvision:NAME``: one of torchvision's classification networks with random weights,
   parameters ``image`` (default 64) and the builder's keywords
   (:mod:`planner.tvm.zoo.torchvision_source`);
@@ -17,7 +18,12 @@ A model source is one of
   sequence length symbolic, named ``seq``, bounded by ``seq``) and the model's sizes
   (:mod:`planner.tvm.zoo.transformers_source`);
 - ``path/to/module.py:factory``, called with the parameters; it returns a
-  :class:`~planner.tvm.zoo.network.Network` or ``(torch.nn.Module, example inputs)``.
+  :class:`~planner.tvm.zoo.network.Network`, ``(torch.nn.Module, example inputs)`` or
+  ``(module, example inputs, dynamic_shapes)`` with ``torch.export.Dim`` named like the
+  shape axis's symbols (:mod:`planner.tvm.zoo.python_source`).
+
+A shape axis's ``dims`` (:attr:`planner.shapes.ShapeAxis.dims`) make the dimensions it names
+symbolic in a model file or an ONNX file that leaves them static.
 
 Relative paths are resolved against ``base_dir`` (the tracked checkout), else the current
 directory.
@@ -30,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from planner.shapes import ShapeAxis
 from planner.tvm.zoo import (
     cnn,
     densenet,
@@ -91,28 +98,34 @@ def build_network(
     source: ModelSource,
     *,
     base_dir: Path | None = None,
-    axis_bounds: dict[str, int] | None = None,
+    axis: ShapeAxis | None = None,
 ) -> Network:
     """Return the :class:`~planner.tvm.zoo.network.Network` that ``source`` names.
 
-    ``axis_bounds``: the bounds of the shape axis the network is built for. A library
-    source that sizes a dimension by a parameter (:data:`AXIS_PARAMETERS`) and a Python
-    factory with a parameter named after a symbol get the axis's bound there, unless the
-    source gives one itself: a model is then built for the range it is measured over.
+    ``axis``: the shape axis the network is built for. A library source that sizes a
+    dimension by a parameter (:data:`AXIS_PARAMETERS`) and a Python factory with a parameter
+    named after a symbol get the axis's bound there, unless the source gives one itself: a
+    model is then built for the range it is measured over. A model file or an ONNX file
+    takes its symbols' names and bounds from it (and their places, where it gives ``dims``).
     """
     text = source.source
+    bounds = dict(axis.bounds) if axis is not None else {}
+    file_part, sep, factory = text.rpartition(":")
+    from_python = bool(sep) and file_part.endswith(".py") and factory.isidentifier()
+    if axis is not None and axis.dims and not (from_python or text.endswith(".onnx")):
+        raise ModelSourceError(
+            f"{text} names its own symbols: dims (where a symbol is in the inputs) is for a "
+            "model file (path.py:function) or an .onnx file"
+        )
     if text.startswith("zoo:"):
         return _build_zoo(text.removeprefix("zoo:"), source.params)
     library, sep, name = text.partition(":")
     if sep and library in ("torchvision", "timm", "transformers"):
-        return _build_library(library, name, _sized_by_axis(library, source.params, axis_bounds))
+        return _build_library(library, name, _sized_by_axis(library, source.params, bounds))
     if text.endswith(".onnx"):
-        return _build_onnx(_resolve(text, base_dir), source.params)
-    file_part, sep, factory = text.rpartition(":")
-    if sep and file_part.endswith(".py") and factory.isidentifier():
-        return _build_python(
-            _resolve(file_part, base_dir), factory, source.params, axis_bounds or {}
-        )
+        return _build_onnx(_resolve(text, base_dir), source.params, axis)
+    if from_python:
+        return _build_python(_resolve(file_part, base_dir), factory, source.params, axis)
     raise ModelSourceError(
         f"unsupported model source {text!r}: expected zoo:NAME with NAME one of "
         f"{', '.join(zoo_names())}, torchvision:NAME, timm:NAME, transformers:gpt2|bert, "
@@ -133,7 +146,7 @@ def _build_zoo(name: str, params: dict[str, Any]) -> Network:
         raise ModelSourceError(f"bad parameters for zoo:{name}: {exc}") from None
 
 
-def _build_onnx(path: Path, params: dict[str, Any]) -> Network:
+def _build_onnx(path: Path, params: dict[str, Any], axis: ShapeAxis | None) -> Network:
     from planner.tvm.zoo.onnx_source import OnnxImportError, load_onnx
 
     unknown = set(params) - {"input_shapes"}
@@ -143,7 +156,7 @@ def _build_onnx(path: Path, params: dict[str, Any]) -> Network:
             f"not {', '.join(sorted(unknown))}"
         )
     try:
-        return load_onnx(path, params.get("input_shapes"))
+        return load_onnx(path, params.get("input_shapes"), axis=axis)
     except OnnxImportError as exc:
         raise ModelSourceError(str(exc)) from exc
 
@@ -183,12 +196,12 @@ def _sized_by_axis(
 
 
 def _build_python(
-    path: Path, factory: str, params: dict[str, Any], axis_bounds: dict[str, int]
+    path: Path, factory: str, params: dict[str, Any], axis: ShapeAxis | None
 ) -> Network:
     from planner.tvm.zoo.python_source import PythonSourceError, load_factory
 
     try:
-        return load_factory(path, factory, params, axis_bounds=axis_bounds)
+        return load_factory(path, factory, params, axis=axis)
     except PythonSourceError as exc:
         raise ModelSourceError(str(exc)) from exc
 

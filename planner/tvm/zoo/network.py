@@ -232,6 +232,66 @@ def from_imported(name: str, mod: tvm.IRModule, entry: str = "main") -> Network:
     )
 
 
+def rename_symbols(
+    mod: tvm.IRModule, entry: str, names: dict[tvm.tirx.Var, str]
+) -> tuple[tvm.IRModule, dict[str, tuple[int | None, int | None]]]:
+    """``mod`` with the symbolic dimensions of ``names`` renamed (torch.export calls them
+    ``s0``, ``s53``; a shape axis calls them ``seq``), and the range of each as the
+    importer put it in ``tir_var_lower_bound`` and ``tir_var_upper_bound`` (None where it
+    gave none), by its new name. Those attributes are renamed too."""
+    func = mod[entry]
+    attrs = func.attrs or {}
+    ranges: dict[str, tuple[int | None, int | None]] = {}
+    limits: dict[str, dict[str, int]] = {"tir_var_lower_bound": {}, "tir_var_upper_bound": {}}
+    for old, new in names.items():
+        found = []
+        for key, renamed in limits.items():
+            values = attrs[key] if key in attrs else {}
+            value = int(values[old.name]) if old.name in values else None
+            if value is not None:
+                renamed[new] = value
+            found.append(value)
+        ranges[new] = (found[0], found[1])
+    func = func.bind_symbolic_vars(
+        {old: tvm.tirx.Var(new, "int64") for old, new in names.items()}
+    )
+    for key, renamed in limits.items():
+        func = func.without_attr(key)
+        if renamed:
+            func = func.with_attr(key, renamed)
+    mod = tvm.IRModule(mod.functions, attrs=mod.attrs)
+    mod.update_func(mod.get_global_var(entry), func)
+    return mod, ranges
+
+
+def symbolic_network(
+    name: str, mod: tvm.IRModule, entry: str, bounds: dict[str, int]
+) -> Network:
+    """A :class:`Network` for an imported module whose inputs have named symbolic
+    dimensions: described as :func:`from_imported` describes it bound at ``bounds`` (names,
+    dtypes, weights, index ranges), then given the symbolic module back, with each symbolic
+    input dimension as its symbol's name in ``input_shapes``. ValueError for an input
+    dimension that is an expression of symbols (``2*seq``): inputs are drawn by name."""
+    fixed = relax.transform.BindSymbolicVars(dict(bounds), entry)(mod)
+    network = from_imported(name, fixed, entry)
+    symbolic, _ = relax.frontend.detach_params(mod)
+    shapes: list[tuple] = []
+    for param, static in zip(symbolic[entry].params, network.input_shapes, strict=True):
+        dims = []
+        for dim, size in zip(param.ty.shape.values, static, strict=True):
+            if isinstance(dim, tvm.tirx.Var):
+                dims.append(dim.name)
+            elif isinstance(dim, tvm.tirx.IntImm):
+                dims.append(size)
+            else:
+                raise ValueError(
+                    f"input {param.name} of {name} has a dimension {dim}: give each symbolic "
+                    "input dimension a symbol of its own"
+                )
+        shapes.append(tuple(dims))
+    return replace(network, mod=symbolic, input_shapes=shapes, shape_bounds=dict(bounds))
+
+
 def static_tensor_type(var: relax.Var, what: str) -> tuple[tuple[int, ...], str]:
     """``var``'s static shape and dtype; ValueError naming ``what`` when it has none."""
     ty = var.ty

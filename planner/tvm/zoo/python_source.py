@@ -4,6 +4,14 @@ The factory returns either a :class:`~planner.tvm.zoo.network.Network`, or a PyT
 example inputs, ``(module, (tensor, ...))``, which is exported with ``torch.export`` and
 imported with ``tvm.relax.frontend.torch``. Torch is imported only in that second case: it
 costs seconds and hundreds of megabytes.
+
+A module's symbolic dimensions are declared in torch.export's own terms: the factory returns
+``(module, example inputs, dynamic_shapes)`` (or ``{"module": ..., "inputs": ...,
+"dynamic_shapes": ...}``), with ``dynamic_shapes`` exactly as ``torch.export.export`` takes
+it and each ``torch.export.Dim`` named like a symbol of the shape axis; or the shape axis
+says where its symbols are (``dims = { seq = "input_ids:1" }``, :attr:`ShapeAxis.dims`) and
+the export is given ``torch.export.Dim(symbol, min=1, max=bound)`` there. Either way the
+symbols keep those names in the network, bounded by the axis.
 """
 
 from __future__ import annotations
@@ -14,7 +22,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from planner.shapes import ShapeAxis, ShapeError, parse_place
 from planner.tvm.zoo.network import Network, from_imported, torch_framework
+
+#: What a factory may return, as its errors say it.
+RETURNS = (
+    "a Network, (torch.nn.Module, example inputs), (module, example inputs, dynamic_shapes) "
+    'or {"module": ..., "inputs": ..., "dynamic_shapes": ...}'
+)
+#: The smallest size of a dimension made symbolic from the axis's ``dims``: every point a
+#: shape axis may list, and torch.export accepts it (the example itself must be 2 or more).
+SMALLEST = 1
 
 
 class PythonSourceError(ValueError):
@@ -26,17 +44,18 @@ def load_factory(
     factory_name: str,
     params: Mapping[str, Any],
     *,
-    axis_bounds: Mapping[str, int] | None = None,
+    axis: ShapeAxis | None = None,
 ) -> Network:
-    """The network ``factory_name`` in ``path`` returns for ``params``; a parameter named
-    after a symbol of ``axis_bounds`` and not in ``params`` is given that bound."""
+    """The network ``factory_name`` in ``path`` returns for ``params``, built for the shape
+    ``axis`` (see the module docstring); a parameter named after a symbol of ``axis`` and not
+    in ``params`` is given its bound."""
     if not path.is_file():
         raise PythonSourceError(f"no Python file at {path}")
     module = _import_file(path)
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise PythonSourceError(f"{path.name} has no function {factory_name!r}")
-    params = {**_axis_parameters(factory, axis_bounds or {}), **params}
+    params = {**_axis_parameters(factory, axis.bounds if axis else {}), **params}
     try:
         result = factory(**params)
     except TypeError as exc:
@@ -45,14 +64,36 @@ def load_factory(
         raise PythonSourceError(
             f"{path.name}:{factory_name} failed: {type(exc).__name__}: {exc}"
         ) from exc
+    where = f"{path.name}:{factory_name}"
     if isinstance(result, Network):
+        if axis is not None and axis.dims:
+            raise PythonSourceError(
+                f"{where} returned a Network, whose symbols are its own: dims (where a symbol "
+                "is in the inputs) is for a torch module; drop dims"
+            )
         return result
-    if isinstance(result, tuple) and len(result) == 2:
-        return network_from_torch(f"{path.stem}.{factory_name}", *result, user_files=(path,))
-    raise PythonSourceError(
-        f"{path.name}:{factory_name} returned {type(result).__name__}; expected a Network or "
-        "(torch.nn.Module, example inputs)"
+    module, inputs, dynamic_shapes = _torch_parts(result, where)
+    return network_from_torch(
+        f"{path.stem}.{factory_name}", module, inputs, user_files=(path,),
+        dynamic_shapes=dynamic_shapes, axis=axis, where=where,
     )
+
+
+def _torch_parts(result: Any, where: str) -> tuple[Any, Any, Any]:
+    """``(module, example inputs, dynamic_shapes or None)`` of a factory's ``result``."""
+    if isinstance(result, tuple) and len(result) in (2, 3):
+        return result[0], result[1], result[2] if len(result) == 3 else None
+    if isinstance(result, Mapping):
+        unknown = sorted(str(k) for k in result if k not in ("module", "inputs", "dynamic_shapes"))
+        if unknown or "module" not in result or "inputs" not in result:
+            raise PythonSourceError(
+                f"{where} returned a dict with "
+                + (f"keys it does not know ({', '.join(unknown)})" if unknown
+                   else "no " + " and no ".join(k for k in ("module", "inputs") if k not in result))
+                + f"; expected {RETURNS}"
+            )
+        return result["module"], result["inputs"], result.get("dynamic_shapes")
+    raise PythonSourceError(f"{where} returned {type(result).__name__}; expected {RETURNS}")
 
 
 def _axis_parameters(factory, bounds: Mapping[str, int]) -> dict[str, int]:
@@ -105,9 +146,23 @@ def export_to_relax(
 
 
 def network_from_torch(
-    name: str, module: Any, example_inputs: Any, user_files: tuple[Path, ...] = ()
+    name: str,
+    module: Any,
+    example_inputs: Any,
+    user_files: tuple[Path, ...] = (),
+    *,
+    dynamic_shapes: Any = None,
+    axis: ShapeAxis | None = None,
+    where: str = "",
 ) -> Network:
-    """Export ``module`` with ``torch.export`` and import it; its weights become fixed inputs."""
+    """Export ``module`` with ``torch.export`` and import it; its weights become fixed inputs.
+
+    ``dynamic_shapes`` (as torch.export takes it) or the ``dims`` of ``axis`` make input
+    dimensions symbolic, each named after its ``torch.export.Dim`` (see the module
+    docstring); they must be the axis's symbols, within the range torch.export kept. Without
+    an axis, each is bounded by its size in the example. ``where`` names the factory in
+    errors (default ``name``)."""
+    where = where or name
     try:
         import torch
     except ImportError as exc:
@@ -118,12 +173,239 @@ def network_from_torch(
         raise PythonSourceError(f"{name} returned {type(module).__name__}, not a torch.nn.Module")
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    declared = dynamic_shapes is not None
+    if axis is not None and axis.dims:
+        if declared:
+            raise PythonSourceError(
+                f"{where} returns dynamic_shapes and the shape axis gives dims: declare each "
+                "symbol once, in the factory's torch.export.Dim or in dims"
+            )
+        dynamic_shapes, places = _dims_as_dynamic_shapes(module, example_inputs, axis, where)
+    else:
+        places = _declared_places(module, dynamic_shapes)
     mod = export_to_relax(
-        module, tuple(example_inputs), PythonSourceError, f"cannot export {name} with torch.export",
-        user_files=user_files,
+        module, example_inputs, PythonSourceError, f"cannot export {name} with torch.export",
+        dynamic_shapes=dynamic_shapes, user_files=user_files,
     )
     try:
-        network = from_imported(name, mod, entry="main")
+        if places or declared:
+            network = _named_symbols(name, mod, places, example_inputs, axis, where, declared)
+        else:
+            network = from_imported(name, mod, entry="main")
     except ValueError as exc:
         raise PythonSourceError(f"{name}: {exc}") from exc
     return replace(network, framework=torch_framework(module.eval()))
+
+
+def _forward_names(module) -> list[str]:
+    """The names of ``module.forward``'s positional parameters, in order."""
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):  # a builtin forward says nothing of its parameters
+        return []
+    return [
+        p.name for p in parameters
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+
+
+def _describe_inputs(names: list[str], count: int) -> str:
+    return ", ".join(
+        f"{names[i]} ({i})" if i < len(names) else str(i) for i in range(count)
+    ) or "none"
+
+
+def _dims_as_dynamic_shapes(
+    module, example_inputs: tuple, axis: ShapeAxis, where: str
+) -> tuple[tuple, dict[tuple[int, int], str]]:
+    """The ``dynamic_shapes`` torch.export takes for the axis's ``dims``: one
+    ``torch.export.Dim(symbol, min=1, max=bound)`` per symbol, at each place it names; and
+    the symbol at each (example input, dimension)."""
+    import torch
+
+    names = _forward_names(module)
+    count = len(example_inputs)
+    spec: list[dict | None] = [None] * count
+    places: dict[tuple[int, int], str] = {}
+    for symbol, texts in axis.dims.items():
+        bound = axis.bounds[symbol]
+        dim = torch.export.Dim(symbol, min=min(SMALLEST, bound), max=bound)
+        for text in texts:
+            try:
+                ref, index = parse_place(text, f"dims.{symbol}")
+            except ShapeError as exc:
+                raise PythonSourceError(str(exc)) from None
+            what = f"dims.{symbol} = {text!r}"
+            if isinstance(ref, int):
+                position = ref
+            elif ref in names:
+                position = names.index(ref)
+            else:
+                raise PythonSourceError(
+                    f"{what}: {where}'s module has no input named {ref!r}; its inputs "
+                    f"(name and position): {_describe_inputs(names, count)}"
+                )
+            if position >= count:
+                raise PythonSourceError(
+                    f"{what}: {where} gives {count} example input(s), so no input "
+                    f"{position}; its inputs (name and position): {_describe_inputs(names, count)}"
+                )
+            tensor = example_inputs[position]
+            label = f"input {names[position]!r}" if position < len(names) else f"input {position}"
+            if not isinstance(tensor, torch.Tensor):
+                raise PythonSourceError(
+                    f"{what}: {label} is a {type(tensor).__name__}, not a tensor"
+                )
+            if index >= tensor.dim():
+                raise PythonSourceError(
+                    f"{what}: {label} has {tensor.dim()} dimension(s) (example shape "
+                    f"{tuple(tensor.shape)}), so no dimension {index}; they count from 0"
+                )
+            size = int(tensor.shape[index])
+            if not 2 <= size <= bound:
+                raise PythonSourceError(
+                    f"{what}: the example {label} is {size} long on dimension {index}; "
+                    f"torch.export needs an example from 2 to the axis's bound {bound} there "
+                    f"(a factory parameter named {symbol} is given the bound)"
+                )
+            spec[position] = {**(spec[position] or {}), index: dim}
+            places[(position, index)] = symbol
+    return tuple(spec), places
+
+
+def _declared_places(module, dynamic_shapes: Any) -> dict[tuple[int, int], str]:
+    """The name of each ``torch.export.Dim`` in a factory's ``dynamic_shapes``, by (example
+    input, dimension). What is not a named Dim (None, ``Dim.AUTO``) names nothing; a
+    structure torch.export does not take is left for torch.export to refuse."""
+    if dynamic_shapes is None:
+        return {}
+    import torch
+
+    names = _forward_names(module)
+    if isinstance(dynamic_shapes, Mapping):
+        by_position = {
+            names.index(k): v
+            for k, v in dynamic_shapes.items()
+            if isinstance(k, str) and k in names
+        }
+    elif isinstance(dynamic_shapes, list | tuple):
+        by_position = dict(enumerate(dynamic_shapes))
+    else:
+        return {}
+    places: dict[tuple[int, int], str] = {}
+    for position, spec in by_position.items():
+        if isinstance(spec, Mapping):
+            dims = spec.items()
+        elif isinstance(spec, list | tuple):
+            dims = enumerate(spec)
+        else:
+            continue
+        for index, dim in dims:
+            name = getattr(dim, "__name__", "")
+            # A derived dimension (2 * seq) is named by its expression, not a symbol.
+            if isinstance(dim, torch.export.Dim) and name.isidentifier():
+                places[(position, int(index))] = name
+    return places
+
+
+def _named_symbols(
+    name: str, mod, places: dict[tuple[int, int], str], example_inputs: tuple,
+    axis: ShapeAxis | None, where: str, declared: bool,
+) -> Network:
+    """The exported ``mod`` with its symbols named as ``places`` say (ValueError where torch
+    kept a declared dimension static or made one symbolic that nothing names), checked
+    against ``axis`` and bounded by it (else by the example's sizes)."""
+    import torch
+    import tvm
+
+    from planner.tvm.zoo.network import rename_symbols, symbolic_network
+
+    params = mod["main"].params
+    tensors = [i for i, value in enumerate(example_inputs) if isinstance(value, torch.Tensor)]
+    # The importer's data parameters are the example's tensors, in order.
+    param_of = {position: params[k] for k, position in enumerate(tensors) if k < len(params)}
+    renamed: dict = {}
+    sizes: dict[str, int] = {}
+    for (position, index), symbol in places.items():
+        param = param_of.get(position)
+        if param is None:
+            continue
+        dim = param.ty.shape.values[index]
+        if isinstance(dim, tvm.tirx.IntImm):
+            raise ValueError(
+                f"torch.export kept dimension {index} of input {param.name} static "
+                f"({int(dim)}) although {symbol} is declared there: the model fixes that size"
+            )
+        if not isinstance(dim, tvm.tirx.Var):
+            continue  # an expression of a symbol declared elsewhere
+        if renamed.get(dim, symbol) != symbol:
+            raise ValueError(
+                f"torch.export made {renamed[dim]} and {symbol} one symbol (the model needs "
+                f"them equal): declare one torch.export.Dim for both places"
+            )
+        renamed[dim] = symbol
+        sizes.setdefault(symbol, int(example_inputs[position].shape[index]))
+    for param in params[: len(tensors)]:
+        for index, dim in enumerate(param.ty.shape.values):
+            if isinstance(dim, tvm.tirx.Var) and dim not in renamed:
+                raise ValueError(
+                    f"dimension {index} of input {param.name} is symbolic ({dim.name}, "
+                    "torch.export's name) but no torch.export.Dim names it: declare it as "
+                    'torch.export.Dim("NAME", min=..., max=...) with NAME a symbol of the '
+                    "shape axis"
+                )
+    mod, ranges = rename_symbols(mod, "main", renamed)
+    symbols = list(dict.fromkeys(renamed.values()))
+    if not symbols:
+        raise ValueError(
+            f"{where} declares dynamic_shapes, but torch.export left every input dimension "
+            'static: name a dimension with torch.export.Dim("NAME", min=..., max=...)'
+        )
+    if axis is None:
+        bounds = {s: sizes[s] for s in symbols}
+    else:
+        _check_axis(axis, symbols, ranges, where, declared)
+        bounds = {s: axis.bounds[s] for s in symbols}
+    network = symbolic_network(name, mod, "main", bounds)
+    network.shape_limits = {
+        s: (upper, f"the range torch.export kept for {s} in {where}")
+        for s, (_, upper) in ranges.items() if upper is not None
+    }
+    return network
+
+
+def _check_axis(
+    axis: ShapeAxis, symbols: list[str], ranges: dict, where: str, declared: bool
+) -> None:
+    """ValueError, saying what to write, unless the model's symbols are the axis's and
+    every point lies in the range torch.export kept for each."""
+    unknown = [s for s in symbols if s not in axis.bounds]
+    missing = [s for s in axis.symbols if s not in symbols]
+    if unknown or missing:
+        if not declared:  # dims name every symbol of the axis, and only those
+            raise ValueError(
+                f"torch.export made {', '.join(symbols)} symbolic for an axis of "
+                f"{', '.join(axis.symbols)}"
+            )
+        ours = ", ".join(f'torch.export.Dim("{s}")' for s in symbols)
+        raise ValueError(
+            f"{where} declares {ours} but the shape axis names {', '.join(axis.symbols)}: "
+            "their names must agree; name the Dim after the axis "
+            f'(torch.export.Dim("{(missing or axis.symbols)[0]}", ...)) or the axis after '
+            f"the Dim (shapes = {{ {(unknown or symbols)[0]} = [...] }})"
+        )
+    for symbol in symbols:
+        lower, upper = ranges.get(symbol, (None, None))
+        values = sorted({p[symbol] for p in axis.points} | {axis.bounds[symbol]})
+        outside = [
+            v for v in values
+            if (lower is not None and v < lower) or (upper is not None and v > upper)
+        ]
+        if outside:
+            kept = f"{lower if lower is not None else 0}..{upper if upper is not None else 'inf'}"
+            raise ValueError(
+                f"the shape axis has {symbol}={outside[0]}, outside the range torch.export "
+                f"kept for {symbol} ({kept}) in {where}: widen the torch.export.Dim's min and "
+                "max, or drop the point"
+            )
