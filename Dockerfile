@@ -10,7 +10,7 @@ FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     PEAKWATCH_DATA_DIR=/data DJANGO_DEBUG=0
 # git reads manifests at commits; g++ links the modules TVM builds; bubblewrap confines the
-# tracked repositories' code a worker runs (workers/sandbox.py: without it a worker refuses
+# tracked repositories' code a worker runs (workers/sandbox/: without it a worker refuses
 # to run any, unless PEAKWATCH_SANDBOX_ALLOW_REDUCED=1).
 RUN apt-get update && apt-get install -y --no-install-recommends git g++ bubblewrap \
     && rm -rf /var/lib/apt/lists/*

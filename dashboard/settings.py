@@ -6,6 +6,7 @@ Celery tasks run in the calling process. The code path is the same either way.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -304,8 +305,9 @@ PEAKWATCH = {
     "LATENCY_REPEAT": envint("PEAKWATCH_LATENCY_REPEAT", 5),
     "WORK_DIR": DATA_DIR / "work",
     # Limits of the sandboxed process that compiles a model with a tracked repository's
-    # code (workers/sandbox.py): memory of the whole job (and each process's address space),
-    # CPU seconds per process, largest file, wall clock, processes and threads of the job.
+    # code (workers/sandbox/): memory of the whole job (and each process's address space),
+    # CPU seconds per process, largest file, wall clock, processes of the job (the kernel
+    # counts each thread as one) and THREADS more for thread pools.
     # A root worker runs the job as USER:GROUP. Without bubblewrap's namespaces (the reduced
     # sandbox) no repository code runs unless ALLOW_REDUCED says so.
     "SANDBOX": {
@@ -315,6 +317,7 @@ PEAKWATCH = {
         "WALL_SECONDS": envint("PEAKWATCH_SANDBOX_WALL_SECONDS", 1800),
         "PLANNER_SECONDS": envint("PEAKWATCH_SANDBOX_PLANNER_SECONDS", 60),
         "PROCESSES": envint("PEAKWATCH_SANDBOX_PROCESSES", 64),
+        "THREADS": envint("PEAKWATCH_SANDBOX_THREADS", 4 * (os.cpu_count() or 1)),
         "SCRATCH_BYTES": envint("PEAKWATCH_SANDBOX_SCRATCH_BYTES", 4 << 30),
         "SCRATCH_FILES": envint("PEAKWATCH_SANDBOX_SCRATCH_FILES", 10_000),
         "DEVICE_MEMORY_BYTES": envint("PEAKWATCH_SANDBOX_DEVICE_MEMORY_BYTES", 16 << 30),

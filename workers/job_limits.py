@@ -3,7 +3,15 @@
 Per-process rlimits do not bound a job: five children under an 8 GiB address-space limit
 hold 40 GiB between them, and a fork bomb needs no memory at all. So the worker watches the
 whole job while it runs (:class:`JobWatch`) and kills all of it on the first limit it
-crosses, saying which.
+crosses, saying which (the kill: :mod:`workers.sandbox.containment`).
+
+One look costs little whatever the job does. It first counts the job's processes and
+threads from one walk of ``/proc/PID/stat`` (or the cgroup's counters) and decides the
+process and thread limits on that count alone; only then does it read what costs (a
+process's ``smaps_rollup``, ``fd/`` and ``maps``, which also contend with the process's own
+forks and page faults), for at most :data:`READS_PER_LOOK` processes (:class:`ProcessReads`).
+The kernel holds the job to its task limit too (RLIMIT_NPROC, ``pids.max``), so a fork bomb
+is refused at the limit the watch kills it on.
 
 Where the worker may make a cgroup v2 of the job's own (:class:`Cgroup`), the kernel holds
 the limits and the watch reads the cgroup's counters and events. Elsewhere (cgroup v1, a
@@ -29,18 +37,24 @@ import signal
 import stat
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from workers.sandbox.containment import Job
 
 log = logging.getLogger(__name__)
 
 #: Long enough to cost nothing (a /proc walk is well under a millisecond), short enough that
 #: a job cannot grow far past a limit between two looks.
 INTERVAL = 0.2
+#: Processes one look reads ``smaps_rollup``, ``fd/`` and ``maps`` of: the default process
+#: limit, so that under it every look reads every process; above it a look reads those it
+#: read longest ago, and each process is read again within a few looks.
+READS_PER_LOOK = 64
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-#: The kernel counts threads with processes (RLIMIT_NPROC, pids.max): a job may run this many
-#: tasks per process it may run, room for a thread pool per core on a large host.
-TASKS_PER_PROCESS = 16
 _names = itertools.count()
 
 
@@ -85,11 +99,20 @@ def scratch_files_breach(used: int, limit: int) -> str:
     )
 
 
-def tasks_breach(used: int, limit: int) -> str:
+def tasks_breach(used: int, processes: int, limit_processes: int, limit_threads: int) -> str:
+    """The kernel's count (processes and threads together) at its limit, with fewer than
+    ``limit_processes`` processes: threads took the rest."""
+    limit = limit_processes + limit_threads
+    seen = f"{used} tasks ({processes} processes and {used - processes} threads more)"
+    if limit_threads:
+        where = f"at its thread limit: {limit} processes and threads together"
+    else:
+        where = f"at its process limit of {limit}, which counts each thread as a process"
     return _breach(
-        f"{used} processes and threads", f"at its limit of {limit}",
-        f"{TASKS_PER_PROCESS} per process of its process limit, "
-        f"PEAKWATCH_SANDBOX_PROCESSES={limit // TASKS_PER_PROCESS}",
+        seen, where,
+        f"PEAKWATCH_SANDBOX_PROCESSES={limit_processes} + "
+        f"PEAKWATCH_SANDBOX_THREADS={limit_threads}; raise PEAKWATCH_SANDBOX_THREADS for "
+        "more threads",
     )
 
 
@@ -99,6 +122,11 @@ class Task:
     parent: int
     session: int
     threads: int
+    #: When it started (clock ticks after boot): with ``pid``, a process never seen twice.
+    start: int = 0
+    #: Resident pages, shared ones included: more than its share, read at no cost.
+    rss: int = 0
+    state: str = "R"
 
 
 def tasks() -> dict[int, Task]:
@@ -115,13 +143,30 @@ def tasks() -> dict[int, Task]:
         # The command name (field 2) may hold spaces and parentheses: split after its end.
         fields = stat[stat.rfind(b")") + 2:].split()
         pid = int(entry.name)
-        found[pid] = Task(pid, int(fields[1]), int(fields[3]), int(fields[17]))
+        found[pid] = Task(
+            pid, int(fields[1]), int(fields[3]), int(fields[17]), start=int(fields[19]),
+            rss=int(fields[21]), state=fields[0].decode(),
+        )
     return found
 
 
-def job_tasks(root: int) -> list[Task]:
+def descendants(everything: dict[int, Task], root: int) -> list[Task]:
+    """The processes below ``root`` in ``everything``, ``root`` itself left out."""
+    children: dict[int, list[int]] = {}
+    for task in everything.values():
+        children.setdefault(task.parent, []).append(task.pid)
+    found: list[Task] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(everything[child])
+            todo.append(child)
+    return found
+
+
+def job_tasks(root: int, everything: dict[int, Task] | None = None) -> list[Task]:
     """The job started as ``root`` (a session leader): its descendants and its session."""
-    everything = tasks()
+    everything = tasks() if everything is None else everything
     children: dict[int, list[int]] = {}
     for task in everything.values():
         children.setdefault(task.parent, []).append(task.pid)
@@ -157,6 +202,7 @@ def memory_of(pid: int) -> int:
 #: Filesystems whose files are memory: counted as memory when deleted or kernel-internal.
 MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs", "hugetlbfs"})
 _CLONE_NEWIPC = 0x08000000
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -191,8 +237,9 @@ class Held:
         self.ipc_joined = False
         self._ipc_tried = False
 
-    def count(self, members: list[Task]) -> tuple[int, int]:
-        """(memory bytes, bytes of deleted files on disk) that ``members`` hold."""
+    def count(self, members: list[Task], held: Iterable[tuple[str, str]]) -> tuple[int, int]:
+        """(memory bytes, bytes of deleted files on disk) that ``members`` hold: their
+        namespaces' memory, and the files ``held`` (:func:`_held_files`) name."""
         inside = self._inside(members)
         private: dict[int, str] = {}  # the sandbox's own tmpfs mounts
         known = mounts("thread-self")
@@ -217,32 +264,31 @@ class Held:
         memory += sysv or 0
         seen: set[tuple[int, int]] = set()
         on_disk = 0
-        for task in members:
-            for path, name in _held_files(task.pid):
-                if sysv is not None and name.startswith("/SYSV"):
-                    continue  # counted whole, attached or not
-                try:
-                    info = os.stat(path)
-                except OSError:
-                    continue
-                key = (info.st_dev, info.st_ino)
-                if key in seen or not stat.S_ISREG(info.st_mode) or info.st_dev in private:
-                    continue
-                seen.add(key)
-                kind = known.get(info.st_dev, ("", ""))[1]
-                # A device no mount shows is the kernel's own (memfd, SysV, shared anonymous
-                # maps): memory, like a deleted tmpfs file.
-                if not kind or kind in MEMORY_FILESYSTEMS:
-                    memory += info.st_blocks * 512
-                else:
-                    on_disk += info.st_blocks * 512
+        for path, name in held:
+            if sysv is not None and name.startswith("/SYSV"):
+                continue  # counted whole, attached or not
+            try:
+                info = os.stat(path)
+            except OSError:
+                continue
+            key = (info.st_dev, info.st_ino)
+            if key in seen or not stat.S_ISREG(info.st_mode) or info.st_dev in private:
+                continue
+            seen.add(key)
+            kind = known.get(info.st_dev, ("", ""))[1]
+            # A device no mount shows is the kernel's own (memfd, SysV, shared anonymous
+            # maps): memory, like a deleted tmpfs file.
+            if not kind or kind in MEMORY_FILESYSTEMS:
+                memory += info.st_blocks * 512
+            else:
+                on_disk += info.st_blocks * 512
         return memory, on_disk
 
     def _inside(self, members: list[Task]) -> int | None:
         """A process of the job inside its sandbox's namespaces, if it has any.
 
         bwrap's own first process stays in the worker's PID namespace, and may be in a mount
-        namespace of the worker's making (``sandbox._Stage``); the job's are in new ones.
+        namespace of the worker's making (``confinement.Stage``); the job's are in new ones.
         """
         if self.inside is not None and any(t.pid == self.inside for t in members):
             return self.inside
@@ -318,6 +364,67 @@ def _held_files(pid: int):
             start, end = (int(part, 16) for part in fields[0].split("-"))
             # Only root may look these up; a worker that is not root counts open files alone.
             yield f"/proc/{pid}/map_files/{start:x}-{end:x}", name
+
+
+class ProcessReads:
+    """What the costly reads learn of each process of the job, kept from look to look: the
+    files it holds that may be memory (``fd/`` and ``maps``, :func:`_held_files`) and its
+    private memory (``smaps_rollup``, :func:`memory_of`, the costliest: it walks the
+    process's page tables, and waits while the process forks).
+
+    Each kind is read for at most ``per_look`` processes a look, the new ones first, then
+    those read longest ago, the largest first: a look's cost does not grow with the job,
+    and each process is read again within ``processes / per_look`` looks.
+    """
+
+    def __init__(self, per_look: int = READS_PER_LOOK):
+        self.per_look = per_look
+        self._looks = 0
+        self._members: dict[tuple[int, int], Task] = {}
+        #: (pid, start) -> (the look that read it, what it read)
+        self._held: dict[tuple[int, int], tuple[int, list[tuple[str, str]]]] = {}
+        self._private: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def update(self, members: list[Task]) -> None:
+        """A new look at ``members``: the files they hold read again, within the bound."""
+        self._looks += 1
+        self._members = {(task.pid, task.start): task for task in members}
+        self._held = {key: read for key, read in self._held.items() if key in self._members}
+        self._private = {
+            key: read for key, read in self._private.items() if key in self._members
+        }
+        for key in self._due(self._held):
+            self._held[key] = (self._looks, list(_held_files(key[0])))
+
+    def held_files(self):
+        for _, files in self._held.values():
+            yield from files
+
+    def resident_bytes(self) -> int:
+        """The members' resident memory, pages shared with one another counted in each: more
+        than :meth:`private_bytes` can be, and free to know (``/proc/PID/stat``)."""
+        return sum(task.rss for task in self._members.values()) * _PAGE
+
+    def private_bytes(self, over: int | None = None) -> int:
+        """The members' private memory, read within the bound; the others' as last read.
+
+        With ``over``: stop reading once what this look read alone is past it (the
+        processes read are the largest), and answer that.
+        """
+        fresh = 0
+        for key in self._due(self._private):
+            self._private[key] = (self._looks, memory_of(key[0]))
+            fresh += self._private[key][1]
+            if over is not None and fresh > over:
+                return fresh
+        return sum(read[1] for read in self._private.values())
+
+    def _due(self, read: dict) -> list[tuple[int, int]]:
+        due = sorted(
+            self._members,
+            key=lambda key: (read[key][0] if key in read else -1, -self._members[key].rss),
+        )
+        return due[: self.per_look]
 
 
 class Scratch:
@@ -531,93 +638,137 @@ class DeviceMemory:
         return total
 
 
-class JobWatch(threading.Thread):
-    """Polls the job started as ``root`` and kills all of it on its first breach.
+class JobWatch:
+    """Looks at the job every ``interval`` seconds and kills all of it on its first breach.
 
-    ``breach`` then says which limit, with the figure seen and the limit's value.
+    ``breach`` then says which limit, with the figure seen and the limit's value. Two
+    threads look: one counts the job's processes and threads (a walk of ``/proc/PID/stat``,
+    or the cgroup's counters), the other measures its memory and scratch folder, which
+    costs more and takes longer the harder the job works against it; so a fork bomb is
+    killed on its count however long a measure takes. The watch kills the moment a look
+    finds a breach, and the worker kills without waiting for a look in progress
+    (:meth:`stop` comes after the kill).
     """
 
     def __init__(
-        self, root: int, *, memory_bytes: int, processes: int, cgroup: Cgroup | None = None,
-        scratch: Scratch | None = None, interval: float = INTERVAL,
-        device_memory_bytes: int | None = None,
+        self, job: Job, *, memory_bytes: int, processes: int, threads: int = 0,
+        cgroup: Cgroup | None = None, scratch: Scratch | None = None,
+        interval: float = INTERVAL, device_memory_bytes: int | None = None,
     ):
-        super().__init__(name=f"sandbox-watch-{root}", daemon=True)
-        self.root = root
+        self.job = job
         self.memory_bytes = memory_bytes
         self.processes = processes
-        self.tasks = processes * TASKS_PER_PROCESS
+        self.threads = threads
+        self.tasks = processes + threads
         self.cgroup = cgroup
         self.scratch = scratch
         self.held = Held()
+        self.reads = ProcessReads()
         self.interval = interval
         self.device_memory_bytes = device_memory_bytes
         self.device = DeviceMemory() if device_memory_bytes is not None else None
         self.breach: str | None = None
+        #: The most processes and tasks one count saw.
+        self.peak_processes = 0
+        self.peak_tasks = 0
         self._done = threading.Event()
+        self._lock = threading.Lock()
+        name = f"sandbox-watch-{job.root.pid}"
+        self._threads = [
+            threading.Thread(target=self._watch, args=(self.count,), name=name, daemon=True),
+            threading.Thread(
+                target=self._watch, args=(self.measure,), name=f"{name}-usage", daemon=True
+            ),
+        ]
 
-    def run(self) -> None:
-        self.held.join_ipc = True
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def _watch(self, look) -> None:
+        if look == self.measure:
+            self.held.join_ipc = True  # in this thread alone: see Held
         while not self._done.wait(self.interval):
             try:
-                breach = self.check()
+                breach = look()
             except OSError as exc:  # a cgroup removed under it: the job is over
                 log.debug("job watch stopped: %s", exc)
                 return
+            except Exception as exc:  # a job nothing watches does not run on
+                log.exception("the job watch failed")
+                breach = f"the job was killed: its watch failed ({type(exc).__name__}: {exc})"
             if breach:
-                self.breach = breach
-                self.kill()
+                with self._lock:
+                    self.breach = self.breach or breach
+                self.job.kill()
+                self._done.set()
                 return
 
     def check(self) -> str | None:
+        """One look of both kinds: the counts, then the rest."""
+        return self.count() or self.measure()
+
+    def count(self) -> str | None:
+        """The process and thread limits, on the job's counts alone."""
+        if self.cgroup is not None:
+            _, processes, tasks, events = self.cgroup.counters()
+            processes -= self.job.outside
+            tasks -= self.job.outside
+            if events.get("pids_max"):  # the kernel refused a task
+                tasks = max(tasks, self.tasks)
+        else:
+            members = self.job.members()
+            processes, tasks = len(members), sum(task.threads for task in members)
+        self.peak_processes = max(self.peak_processes, processes)
+        self.peak_tasks = max(self.peak_tasks, tasks)
+        if processes >= self.processes:
+            return processes_breach(processes, self.processes)
+        if tasks >= self.tasks:
+            return tasks_breach(tasks, processes, self.processes, self.threads)
+        return None
+
+    def measure(self) -> str | None:
+        """Memory, the scratch folder and GPU memory: reads that cost, for a bounded number
+        of processes (:class:`ProcessReads`)."""
+        members = None
         on_disk = 0
         if self.cgroup is not None:
             # The cgroup charges shared memory and tmpfs pages to the job already.
-            memory, processes, tasks, events = self.cgroup.counters()
+            memory, _, _, events = self.cgroup.counters()
             if events.get("oom_kill"):
                 return memory_breach(max(memory, self.memory_bytes), self.memory_bytes)
-            if events.get("pids_max"):
-                return tasks_breach(max(tasks, self.tasks), self.tasks)
             if self.scratch is not None:
-                on_disk = self.held.count(job_tasks(self.root))[1]
+                members = self.job.members()
+                self.reads.update(members)
+                on_disk = self.held.count(members, self.reads.held_files())[1]
         else:
-            members = job_tasks(self.root)
-            processes = len(members)
-            tasks = sum(task.threads for task in members)
-            memory, on_disk = self.held.count(members)
-            memory += sum(memory_of(task.pid) for task in members)
+            members = self.job.members()
+            self.reads.update(members)
+            memory, on_disk = self.held.count(members, self.reads.held_files())
+            # Resident pages bound the private ones: within the limit, nothing to read.
+            if memory + self.reads.resident_bytes() > self.memory_bytes:
+                memory += self.reads.private_bytes(over=self.memory_bytes - memory)
         if self.scratch is not None:
             breach = self.scratch.check(on_disk)
             if breach:
                 return breach
-        if processes >= self.processes:
-            return processes_breach(processes, self.processes)
-        if tasks >= self.tasks:
-            return tasks_breach(tasks, self.tasks)
         if memory > self.memory_bytes:
             return memory_breach(memory, self.memory_bytes)
         if self.device is not None and self.device.readable:
-            pids = {task.pid for task in job_tasks(self.root)}
+            pids = {task.pid for task in members or self.job.members()}
             used = self.device.used_by(pids)
             if used is not None and used > self.device_memory_bytes:
                 return device_memory_breach(used, self.device_memory_bytes)
         return None
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop looking; call it after the kill, so that a look in progress ends at once."""
         self._done.set()
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join()
-
-    def kill(self) -> None:
-        """Kill every process of the job, the child the worker started last."""
-        if self.cgroup is not None:
-            self.cgroup.kill()
-        for task in sorted(job_tasks(self.root), key=lambda t: t.pid == self.root):
-            _kill(task.pid)
-        try:
-            os.killpg(self.root, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        for thread in self._threads:
+            if thread.is_alive() and threading.current_thread() is not thread:
+                thread.join(timeout)
+                if thread.is_alive():
+                    log.warning("%s did not stop in %g s", thread.name, timeout)
 
 
 def _kill(pid: int) -> None:

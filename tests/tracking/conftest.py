@@ -10,6 +10,7 @@ import pytest
 
 from dashboard.demo import DEMO_AUTHOR, git
 from tests.workers.conftest import broker, start_worker, wait_for  # noqa: F401
+from workers import sandbox
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tracked-repository"
 
@@ -113,3 +114,18 @@ def empty_repo(tmp_path) -> Repo:
     path.mkdir()
     git(path, "init", "-q", "-b", "main")
     return Repo(path)
+
+
+@pytest.fixture
+def full_sandbox():
+    if not sandbox.mode().full:
+        pytest.fail(f"the full sandbox is needed here: {sandbox.mode().reason}")
+
+
+@pytest.fixture
+def hostile_tree(tmp_path, request):
+    """A commit's checkout with the test module's ``HOSTILE`` model file."""
+    tree = tmp_path / "tree"
+    (tree / "models").mkdir(parents=True)
+    (tree / "models" / "hostile.py").write_text(request.module.HOSTILE)
+    return tree

@@ -179,21 +179,6 @@ def build(attack: str, size: int = 0, name: str = ""):
 '''
 
 
-@pytest.fixture
-def full_sandbox():
-    if not sandbox.mode().full:
-        pytest.fail(f"the full sandbox is needed here: {sandbox.mode().reason}")
-
-
-@pytest.fixture
-def hostile_tree(tmp_path):
-    """A commit's checkout with the hostile model file."""
-    tree = tmp_path / "tree"
-    (tree / "models").mkdir(parents=True)
-    (tree / "models" / "hostile.py").write_text(HOSTILE)
-    return tree
-
-
 def run_attack(
     tree: Path, scratch: Path, attack: str, limits: sandbox.Limits, *, devices: bool = False,
     **params,
