@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dashboard.demo import create_demo_repository
+from dashboard.demo import create_demo_repository, git
 from planner.report import StrategyReport
+from tests.helpers import Repo
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +109,11 @@ def maintainer(db):
 def maintainer_client(client, maintainer):
     client.force_login(maintainer)
     return client
+
+
+@pytest.fixture
+def empty_repo(tmp_path) -> Repo:
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    return Repo(path)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from dashboard import actions, gitrepo
+from dashboard.demo import DEMO_AUTHOR, git
 
 
 def record_head(path, name: str = "tiny"):
@@ -48,3 +51,30 @@ def hold_planned_runs(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(queue, "send", hold)
     return started
+
+
+class Repo:
+    """A git repository whose files a test changes and commits."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.when = datetime.now(UTC) - timedelta(days=1)
+
+    def write(self, relative: str, text: str) -> None:
+        target = self.path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+
+    def read(self, relative: str) -> str:
+        return (self.path / relative).read_text()
+
+    def commit(self, message: str) -> str:
+        self.when += timedelta(minutes=10)
+        stamp = self.when.strftime("%Y-%m-%dT%H:%M:%S+0000")
+        git(self.path, "add", "-A")
+        git(self.path, "commit", "-q", "-m", message, env={
+            "GIT_AUTHOR_NAME": DEMO_AUTHOR[0], "GIT_AUTHOR_EMAIL": DEMO_AUTHOR[1],
+            "GIT_COMMITTER_NAME": DEMO_AUTHOR[0], "GIT_COMMITTER_EMAIL": DEMO_AUTHOR[1],
+            "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
+        })
+        return git(self.path, "rev-parse", "HEAD")

@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from dashboard import actions, gitrepo
-from dashboard.demo import git
 from dashboard.models import Result, Run
 from planner.checkout_reads import MAX_PATHS, CheckoutReads
-from tests.tracking.conftest import Repo
+from tests.helpers import Repo
 from workers import compile_cache, trust
 from workers.manifest import ModelEntry, Suite
 
@@ -42,14 +41,6 @@ WIDTH = Path(__file__).parent / "width\\nof grow.txt"
 def build():
     return mlp(features=8, hidden=(int(WIDTH.read_text()),), classes=2)
 '''
-
-
-@pytest.fixture
-def empty_repo(tmp_path) -> Repo:
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    return Repo(path)
 
 
 def _model(width: int) -> str:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import shutil
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from dashboard.demo import DEMO_AUTHOR, git
+from dashboard.demo import git
+from tests.helpers import Repo
 from tests.workers.conftest import broker, start_worker, wait_for  # noqa: F401
 from workers import sandbox
 
@@ -70,33 +70,6 @@ def fork_children(count: int) -> tuple[int, str]:
 '''
 
 
-class Repo:
-    """A git repository whose files a test changes and commits."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.when = datetime.now(UTC) - timedelta(days=1)
-
-    def write(self, relative: str, text: str) -> None:
-        target = self.path / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-
-    def read(self, relative: str) -> str:
-        return (self.path / relative).read_text()
-
-    def commit(self, message: str) -> str:
-        self.when += timedelta(minutes=10)
-        stamp = self.when.strftime("%Y-%m-%dT%H:%M:%S+0000")
-        git(self.path, "add", "-A")
-        git(self.path, "commit", "-q", "-m", message, env={
-            "GIT_AUTHOR_NAME": DEMO_AUTHOR[0], "GIT_AUTHOR_EMAIL": DEMO_AUTHOR[1],
-            "GIT_COMMITTER_NAME": DEMO_AUTHOR[0], "GIT_COMMITTER_EMAIL": DEMO_AUTHOR[1],
-            "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
-        })
-        return git(self.path, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def example_repo(tmp_path) -> Repo:
     """The example repository as its first commit."""
@@ -106,14 +79,6 @@ def example_repo(tmp_path) -> Repo:
     repo = Repo(path)
     repo.commit("Track a ConvNet from PyTorch and an MLP from ONNX")
     return repo
-
-
-@pytest.fixture
-def empty_repo(tmp_path) -> Repo:
-    path = tmp_path / "repo"
-    path.mkdir()
-    git(path, "init", "-q", "-b", "main")
-    return Repo(path)
 
 
 @pytest.fixture
