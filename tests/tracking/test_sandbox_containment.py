@@ -180,15 +180,18 @@ def test_reports_linked_to_a_host_path_are_refused_alike_whether_it_exists_or_no
     assert existing.read_text() == "[]" and not missing.exists()
 
 
-ATTACKS = ("fork-bomb", "thread-bomb", "fork-bomb-hog")
+WORKER_ATTACKS = ("fork-bomb",)
 
 
 def manifest() -> str:
-    """An honest model, then each attack followed by an honest model. Each honest model has
-    sizes of its own, so that none is taken from the compile cache: each is compiled."""
+    """An honest model, then a fork bomb followed by an honest model. Each honest model has
+    sizes of its own, so that none is taken from the compile cache: each is compiled. (The
+    thread bomb and the fork bomb holding memory end by the same kill, through the real
+    sandbox, in test_a_job_attacking_the_hosts_processes_is_contained_within_seconds; one
+    attack keeps this test's eight compiles to four.)"""
     lines = ['[suite]', 'strategies = ["tvm-stock"]', 'boards = ["cpu"]', ""]
     honest = ["honest-first", "honest-baseline"]
-    for attack in ATTACKS:
+    for attack in WORKER_ATTACKS:
         honest.append(f"hostile-{attack}")
         honest.append(f"honest-after-{attack}")
     for channels, name in enumerate(honest, start=2):
@@ -205,18 +208,14 @@ def manifest() -> str:
 @pytest.mark.worker
 @pytest.mark.slow
 @pytest.mark.usefixtures("full_sandbox")
-def test_a_worker_contains_each_attack_and_its_next_model_completes_on_time(
+def test_a_worker_contains_a_fork_bomb_and_its_next_model_completes_on_time(
     empty_repo, start_worker, monkeypatch
 ):
     empty_repo.write("models/hostile.py", HOSTILE)
     empty_repo.write("peakwatch.toml", manifest())
     empty_repo.commit("Add models that attack the host's processes")
     commit = record_head(empty_repo.path, "hostile")
-    # Room in each process's address space for the thread bomb's 64 thread stacks with
-    # PyTorch loaded: it is to reach its thread limit, not the address-space limit first.
-    monkeypatch.setenv("PEAKWATCH_SANDBOX_MEMORY_BYTES", str(2 * TWO_GIB))
     monkeypatch.setenv("PEAKWATCH_SANDBOX_WALL_SECONDS", str(WALL_SECONDS))
-    monkeypatch.setenv("PEAKWATCH_SANDBOX_THREADS", "0")
     worker = start_worker()
 
     run = actions.start_run(commit)
@@ -228,7 +227,8 @@ def test_a_worker_contains_each_attack_and_its_next_model_completes_on_time(
     names = [result.model.name for result in results]
     assert names == [
         "honest-first", "honest-baseline",
-        *(name for attack in ATTACKS for name in (f"hostile-{attack}", f"honest-after-{attack}")),
+        *(name for attack in WORKER_ATTACKS
+          for name in (f"hostile-{attack}", f"honest-after-{attack}")),
     ]
     # Each Result is recorded as its model finishes: the time since the one before is the
     # time the model took.
@@ -239,11 +239,8 @@ def test_a_worker_contains_each_attack_and_its_next_model_completes_on_time(
     errors = {result.model.name: result.error for result in results}
     for words in PROCESS_LIMIT:
         assert words in errors["hostile-fork-bomb"], (errors, took)
-    for words in THREAD_LIMIT:
-        assert words in errors["hostile-thread-bomb"], (errors, took)
-    assert HOG_LIMIT.search(errors["hostile-fork-bomb-hog"]), (errors, took)
     baseline = took["honest-baseline"]
-    for attack in ATTACKS:
+    for attack in WORKER_ATTACKS:
         # Stopped by its limit, long before its wall clock; then the next model, an
         # honest one, compiles in about the time an honest model takes.
         assert "wall-clock" not in errors[f"hostile-{attack}"]
@@ -252,4 +249,4 @@ def test_a_worker_contains_each_attack_and_its_next_model_completes_on_time(
         assert took[f"honest-after-{attack}"] < 2 * baseline + 30, took
     assert worker.poll() is None
     run.refresh_from_db()
-    assert run.failed_results == len(ATTACKS)
+    assert run.failed_results == len(WORKER_ATTACKS)

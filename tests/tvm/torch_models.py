@@ -63,31 +63,3 @@ def embedding(vocabulary: int = 50, width: int = 16):
     """Token ids: integers whose only meaningful values are the table's rows."""
     torch.manual_seed(0)
     return _Embedding(vocabulary, width), (torch.zeros(1, 12, dtype=torch.int64),)
-
-
-class _LogitsWithoutMask(nn.Module):
-    """A causal language model called as a user calls it: token ids, no attention mask."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(input_ids=ids, use_cache=False, return_dict=False)[0]
-
-
-def llama_without_mask(seq: int = 8):
-    """A one-layer Llama without a mask: transformers then looks for packed sequences in
-    the position ids with a cumulative sum over booleans."""
-    from planner.tvm.zoo.transformers_source import import_transformers
-
-    import_transformers()
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        num_hidden_layers=1, hidden_size=32, num_attention_heads=2, num_key_value_heads=2,
-        intermediate_size=64, vocab_size=64, max_position_embeddings=max(seq, 16),
-        use_cache=False, attn_implementation="sdpa",
-    )
-    return _LogitsWithoutMask(LlamaForCausalLM(config)).eval(), (torch.randint(0, 64, (1, seq)),)

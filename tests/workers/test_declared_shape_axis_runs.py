@@ -41,7 +41,7 @@ def build(seq: int = 32):
 
 MANIFEST = """
 [suite]
-strategies = ["tvm-stock", "greedy-by-size"]
+strategies = ["tvm-stock"]
 boards = ["cpu"]
 
 [[models]]
@@ -51,7 +51,7 @@ shapes = { seq = [8, 16] }
 dims = { seq = "tokens:1" }
 """
 
-STRATEGIES = ("tvm-stock", "greedy-by-size")
+STRATEGIES = ("tvm-stock",)
 
 
 def test_a_model_file_told_where_its_length_is_gets_a_result_at_each_length(tmp_path):
