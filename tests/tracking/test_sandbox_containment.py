@@ -126,10 +126,10 @@ class Peak(threading.Thread):
 
 @pytest.mark.usefixtures("full_sandbox")
 @pytest.mark.parametrize(("attack", "limits", "reason"), [
-    pytest.param("fork-bomb", {}, PROCESS_LIMIT, id="fork-bomb"),
+    pytest.param("fork-bomb", {"threads": 0}, PROCESS_LIMIT, id="fork-bomb"),
     # No threads beyond the processes: the limit is then the same on any host.
     pytest.param("thread-bomb", {"threads": 0}, THREAD_LIMIT, id="thread-bomb"),
-    pytest.param("fork-bomb-hog", {"memory_bytes": TWO_GIB}, HOG_LIMIT,
+    pytest.param("fork-bomb-hog", {"memory_bytes": TWO_GIB, "threads": 0}, HOG_LIMIT,
                  id="fork-bomb-with-a-memory-hog"),
 ])
 def test_a_job_attacking_the_hosts_processes_is_contained_within_seconds(
