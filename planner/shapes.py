@@ -147,12 +147,9 @@ def parse_shapes(spec: Any) -> ShapeAxis:
 def parse_cli(options: list[str]) -> ShapeAxis:
     """The axis of ``--shape`` options: ``h=64,256,1024``, ``w=h``, ``seq=128,512:4096``."""
     spec: dict[str, Any] = {}
-    for option in options:
-        symbol, sep, text = option.partition("=")
-        if not sep or not text:
-            raise ShapeError(f"--shape {option!r}: expected SYMBOL=N,N,... or SYMBOL=OTHER")
-        if symbol in spec:
-            raise ShapeError(f"--shape {symbol} is given twice")
+    for option, symbol, text in _cli_options(
+        options, "--shape", "expected SYMBOL=N,N,... or SYMBOL=OTHER", "is given twice"
+    ):
         if _SYMBOL.match(text):
             spec[symbol] = text
             continue
@@ -223,15 +220,32 @@ def parse_place(text: str, what: str = "dims") -> tuple[str | int, int]:
 
 def parse_cli_dims(options: list[str], axis: ShapeAxis) -> ShapeAxis:
     """``axis`` with the places of ``--dim`` options: ``seq=input_ids:1``, ``seq=0:1,1:1``."""
-    spec: dict[str, Any] = {}
+    spec = {
+        symbol: text.split(",")
+        for _, symbol, text in _cli_options(
+            options, "--dim", "expected SYMBOL=INPUT:DIM, e.g. seq=input_ids:1",
+            "is given twice; list its places: {symbol}=0:1,1:1",
+        )
+    }
+    return parse_dims(spec, axis)
+
+
+def _cli_options(
+    options: list[str], flag: str, expected: str, twice: str
+) -> list[tuple[str, str, str]]:
+    """(option, symbol, text) of each ``SYMBOL=TEXT`` option; ShapeError for one without
+    ``=`` or text (``expected``) and for a symbol given twice (``twice``, which may name
+    ``{symbol}``)."""
+    result, seen = [], set()
     for option in options:
         symbol, sep, text = option.partition("=")
         if not sep or not text:
-            raise ShapeError(f"--dim {option!r}: expected SYMBOL=INPUT:DIM, e.g. seq=input_ids:1")
-        if symbol in spec:
-            raise ShapeError(f"--dim {symbol} is given twice; list its places: {symbol}=0:1,1:1")
-        spec[symbol] = text.split(",")
-    return parse_dims(spec, axis)
+            raise ShapeError(f"{flag} {option!r}: {expected}")
+        if symbol in seen:
+            raise ShapeError(f"{flag} {symbol} " + twice.format(symbol=symbol))
+        seen.add(symbol)
+        result.append((option, symbol, text))
+    return result
 
 
 def label(point: Mapping[str, int]) -> str:

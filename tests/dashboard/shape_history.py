@@ -65,30 +65,12 @@ def record_shape_history(repository, model: str = "pool", *, first: int = 0) -> 
     point under every strategy of ``FACTORS`` on cpu."""
     runs, parent = [], ""
     for i in range(COMMITS):
-        number = first + i
-        commit = actions.record_commit(
-            repository, sha=f"{number:02d}" + "e" * 38, parent_sha=parent, branch="main",
-            author="Ada Planner", message=f"Shape commit {number}",
-            committed_at=START + timedelta(days=30, hours=number),
+        run = _record_run(
+            repository, model, number=first + i, parent_sha=parent,
+            committed_at=START + timedelta(days=30, hours=first + i),
+            need=lambda strategy, side, i=i: intermediates(strategy, side, i),
         )
-        parent = commit.sha
-        run = Run.objects.create(repository=repository, commit=commit, trigger="test")
-        actions.begin_run(
-            run, models=[(model, "zoo:pool_reuse")], strategies=sorted(FACTORS),
-            boards=["cpu"], total=len(FACTORS) * len(SIDES),
-        )
-        for side in RECORDED:
-            for strategy in FACTORS:
-                need = intermediates(strategy, side, i)
-                report = bytes_only(
-                    need + 1024, shape_point=point(side), reserved_at_bound_bytes=RESERVED,
-                    peak_formula=FORMULAS.get(strategy, {}),
-                )
-                actions.record_result(
-                    run, model=model, strategy=strategy, board="cpu", report=report
-                )
-        actions.finish_run(run)
-        run.refresh_from_db()
+        parent = run.commit.sha
         runs.append(run)
     return runs
 
@@ -103,11 +85,23 @@ def record_growth(
         Run.objects.filter(repository=repository, commit__branch="main")
         .latest("commit__committed_at").commit
     )
-    number = int(last.sha[:2]) + 1
-    commit = actions.record_commit(
-        repository, sha=f"{number:02d}" + "e" * 38, parent_sha=last.sha, branch="main",
-        author="Ada Planner", message=f"Shape commit {number}",
+    return _record_run(
+        repository, model, number=int(last.sha[:2]) + 1, parent_sha=last.sha,
         committed_at=last.committed_at + timedelta(hours=1),
+        need=lambda strategy, side: (
+            intermediates(strategy, side, COMMITS - 1) + grown.get((strategy, side), 0)
+        ),
+    )
+
+
+def _record_run(
+    repository, model: str, *, number: int, parent_sha: str, committed_at, need
+) -> Run:
+    """Commit ``number`` on main and its finished run: every recorded point under every
+    strategy, planning ``need(strategy, side)`` bytes of intermediates."""
+    commit = actions.record_commit(
+        repository, sha=f"{number:02d}" + "e" * 38, parent_sha=parent_sha, branch="main",
+        author="Ada Planner", message=f"Shape commit {number}", committed_at=committed_at,
     )
     run = Run.objects.create(repository=repository, commit=commit, trigger="test")
     actions.begin_run(
@@ -116,10 +110,9 @@ def record_growth(
     )
     for side in RECORDED:
         for strategy in FACTORS:
-            need = intermediates(strategy, side, COMMITS - 1) + grown.get((strategy, side), 0)
             report = bytes_only(
-                need + 1024, shape_point=point(side), reserved_at_bound_bytes=RESERVED,
-                peak_formula=FORMULAS.get(strategy, {}),
+                need(strategy, side) + 1024, shape_point=point(side),
+                reserved_at_bound_bytes=RESERVED, peak_formula=FORMULAS.get(strategy, {}),
             )
             actions.record_result(run, model=model, strategy=strategy, board="cpu", report=report)
     actions.finish_run(run)

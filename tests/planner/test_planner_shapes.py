@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from planner.report import InvalidReport, StrategyReport, parse_report
-from planner.shapes import MAX_POINTS, ShapeAxis, ShapeError, label, parse_cli, parse_shapes
+from planner.shapes import (
+    MAX_POINTS,
+    ShapeAxis,
+    ShapeError,
+    label,
+    parse_cli,
+    parse_cli_dims,
+    parse_shapes,
+)
 
 
 def test_a_tied_symbol_follows_the_one_it_names():
@@ -54,10 +64,31 @@ def test_bad_declarations_say_what_is_wrong(spec, message):
         parse_shapes(spec)
 
 
-@pytest.mark.parametrize("option", ["h", "h=", "h=8,x", "h=8:y"])
-def test_bad_command_line_shapes_say_what_is_wrong(option):
-    with pytest.raises(ShapeError):
-        parse_cli([option])
+@pytest.mark.parametrize("options, message", [
+    (["h"], "'h': expected SYMBOL=N,N,... or SYMBOL=OTHER"),
+    (["h="], "'h=': expected SYMBOL=N,N,..."),
+    (["h=8,x"], "points must be integers, e.g. h=64,256:1024"),
+    (["h=8:y"], "points must be integers"),
+    (["h=8", "h=16"], "--shape h is given twice"),
+])
+def test_bad_command_line_shapes_say_what_is_wrong(options, message):
+    with pytest.raises(ShapeError, match=re.escape(message)):
+        parse_cli(options)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["seq"], "--dim 'seq': expected SYMBOL=INPUT:DIM, e.g. seq=input_ids:1"),
+    (["seq=0:1", "seq=1:1"], "--dim seq is given twice; list its places: seq=0:1,1:1"),
+    (["seq=ids"], "'ids' is not INPUT:DIM"),
+])
+def test_bad_command_line_dims_say_what_is_wrong(options, message):
+    with pytest.raises(ShapeError, match=re.escape(message)):
+        parse_cli_dims(options, parse_cli(["seq=8,16"]))
+
+
+def test_command_line_dims_give_each_symbol_its_places():
+    axis = parse_cli_dims(["seq=input_ids:1,1:1"], parse_cli(["seq=8,16"]))
+    assert axis.dims == {"seq": ("input_ids:1", "1:1")}
 
 
 @pytest.mark.parametrize("point", [{"h": 0}, {"h w": 8}, {"h": 1 << 41}, {"h": "8"}])

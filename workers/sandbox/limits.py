@@ -4,7 +4,7 @@ a job that hands back no reports ends in."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 def default_threads() -> int:
@@ -49,25 +49,14 @@ class Limits:
 
     @classmethod
     def from_settings(cls, values: dict | None) -> Limits:
+        """Limits from the settings' ``SANDBOX`` table: each field under its upper-case
+        name, converted to the field's type; a name the table leaves out keeps its default."""
         values = values or {}
-        return cls(
-            memory_bytes=int(values.get("MEMORY_BYTES", cls.memory_bytes)),
-            cpu_seconds=int(values.get("CPU_SECONDS", cls.cpu_seconds)),
-            file_bytes=int(values.get("FILE_BYTES", cls.file_bytes)),
-            wall_seconds=float(values.get("WALL_SECONDS", cls.wall_seconds)),
-            planner_seconds=float(values.get("PLANNER_SECONDS", cls.planner_seconds)),
-            processes=int(values.get("PROCESSES", cls.processes)),
-            threads=int(values.get("THREADS", default_threads())),
-            user=int(values.get("USER", cls.user)),
-            group=int(values.get("GROUP", cls.group)),
-            allow_reduced=bool(values.get("ALLOW_REDUCED", cls.allow_reduced)),
-            cgroup=str(values.get("CGROUP", cls.cgroup)),
-            scratch_bytes=int(values.get("SCRATCH_BYTES", cls.scratch_bytes)),
-            scratch_files=int(values.get("SCRATCH_FILES", cls.scratch_files)),
-            device_memory_bytes=int(
-                values.get("DEVICE_MEMORY_BYTES", cls.device_memory_bytes)
-            ),
-        )
+        convert = {"int": int, "float": float, "bool": bool, "str": str}
+        return cls(**{
+            f.name: convert[f.type](values[f.name.upper()])
+            for f in fields(cls) if f.name.upper() in values
+        })
 
     @property
     def tasks(self) -> int:
