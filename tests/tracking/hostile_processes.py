@@ -1,6 +1,6 @@
-"""A hostile model file: each attack on the host's processes that issue 32 names, as
-``build(attack)``. The containment tests and ``benchmarks/containment.py`` run it, as text,
-through the real sandbox; nothing imports it."""
+"""A hostile model file: each attack on the host's processes that issue 32 names, and a
+``reports.json`` handed back as a link, as ``build(attack)``. The containment tests and
+``benchmarks/containment.py`` run it, as text, through the real sandbox; nothing imports it."""
 
 import os
 import sys
