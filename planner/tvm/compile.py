@@ -6,14 +6,16 @@ Celery workers share. It returns plain data, so callers decide where results go.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import copy
 import json
 import logging
-import os
-import subprocess
+import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,6 +43,12 @@ from planner.tvm.kernel_temps import (
     KernelTemporaries,
     lift_kernel_temporaries,
     refine_lifetimes,
+)
+from planner.tvm.kernels import (
+    KernelLibraries,
+    library_of,
+    load_executable,
+    save_executable,
 )
 from planner.tvm.noalias import unalias_overlapping_calls
 from planner.tvm.reorder import ReorderError, choose_binding_order
@@ -111,6 +119,8 @@ def compile_model(
     planner_time_limit: float = repo_code.PLANNER_TIME_LIMIT,
     network: Network | None = None,
     repo_plans: dict[str, dict] | None = None,
+    libraries: KernelLibraries | None = None,
+    measurer: memory.MeasuringProcess | None = None,
 ) -> list[StrategyReport]:
     """Plan, build, check and time ``source`` under each of ``strategies``.
 
@@ -146,6 +156,27 @@ def compile_model(
         raise ValueError(str(exc)) from None
     root = Path(base_dir) if base_dir else None
     tgt = lowering.make_target(target)
+    measuring = bool(memory_configs) and check_locally
+    with contextlib.ExitStack() as stack:
+        if measuring and measurer is None:
+            # Started now, so that its import of TVM overlaps the builds.
+            measurer = stack.enter_context(memory.MeasuringProcess())
+        return _compile(
+            source, chosen, model_name=model_name, tgt=tgt, repeat=repeat,
+            artifacts_dir=artifacts_dir, seed=seed, memory_configs=memory_configs,
+            lift_temporaries=lift_temporaries, root=root, check_locally=check_locally,
+            export_compiler=export_compiler, pipeline=pipeline,
+            planner_time_limit=planner_time_limit, network=network, repo_plans=repo_plans,
+            libraries=libraries if libraries is not None else KernelLibraries(),
+            measurer=measurer if measuring else None,
+        )
+
+
+def _compile(
+    source, chosen, *, model_name, tgt, repeat, artifacts_dir, seed, memory_configs,
+    lift_temporaries, root, check_locally, export_compiler, pipeline, planner_time_limit,
+    network, repo_plans, libraries, measurer,
+) -> list[StrategyReport]:
     if network is None:
         network = imported_network(source, tgt, base_dir=root, pipeline=pipeline, seed=seed)
     started = time.perf_counter()
@@ -184,58 +215,69 @@ def compile_model(
     output_bytes = sum(t.size for t in plain.escaping)
     lowering_seconds = time.perf_counter() - started
 
-    builds: dict[str, _Build] = {}
-    stock = check_names([STOCK])[0]
-    for strategy in {s.name: s for s in (stock, *chosen)}.values():
-        variant = (reordered if strategy.reorder else variants)[strategy.variant]
-        report = StrategyReport(
-            model=name,
-            strategy=strategy.name,
-            lower_bound_bytes=bound,
-            output_bytes=output_bytes,
-            kernel_workspace_bytes=0 if variant.lifted else temporaries.lifted_bytes,
-            kernel_stack_bytes=temporaries.stack_bytes,
-            shape_bounds=bounds,
-            tvm_version=tvm.__version__,
-            target=str(tgt),
-            environment=env,
-            model_source=source.source,
-        )
-        t0 = time.perf_counter()
-        try:
-            builds[strategy.name] = _plan_and_build(
-                variant,
-                strategy,
-                report,
-                tgt,
-                seed,
-                base_dir=root,
-                planner_time_limit=planner_time_limit,
-                repo_plans=repo_plans,
-            )
-        except Exception as exc:  # one broken strategy must not hide the others
-            log.exception("strategy %s failed on %s", strategy.name, name)
-            report.error = failure_text(exc, "build")
-            builds[strategy.name] = _Build(report, lowered, {}, variant.planned)
-        report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
-
     # One draw serves the check, the memory measurement and the boards that run it again; a
     # second draw is checked too, since one input can hide a plan that overwrites live data
     # (an all-zero region reads the same whoever wrote it).
     draws = check_draws(network, seed)
     inputs = draws[0]
-    if check_locally:
-        _check_and_time(network, builds, tgt, repeat, *draws)
+    builds: dict[str, _Build] = {}
+    stock = check_names([STOCK])[0]
     with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
-        out = Path(artifacts_dir) if artifacts_dir is not None else Path(scratch)
-        keep = artifacts_dir is not None
-        for build in builds.values():
-            _export_library(
-                out, build, keep=keep, export=bool(memory_configs), fcompile=export_compiler
+        measurements = None
+        if measurer is not None:
+            measurements = _Measurements(
+                measurer, libraries, Path(scratch), inputs, network.entry, memory_configs
             )
-        if memory_configs and check_locally:
-            _measure_memory(builds, network, memory_configs, inputs)
-        if keep:
+        for strategy in {s.name: s for s in (stock, *chosen)}.values():
+            variant = (reordered if strategy.reorder else variants)[strategy.variant]
+            report = StrategyReport(
+                model=name,
+                strategy=strategy.name,
+                lower_bound_bytes=bound,
+                output_bytes=output_bytes,
+                kernel_workspace_bytes=0 if variant.lifted else temporaries.lifted_bytes,
+                kernel_stack_bytes=temporaries.stack_bytes,
+                shape_bounds=bounds,
+                tvm_version=tvm.__version__,
+                target=str(tgt),
+                environment=env,
+                model_source=source.source,
+            )
+            t0 = time.perf_counter()
+            try:
+                build = _plan_and_build(
+                    variant,
+                    strategy,
+                    report,
+                    tgt,
+                    seed,
+                    base_dir=root,
+                    planner_time_limit=planner_time_limit,
+                    repo_plans=repo_plans,
+                    libraries=libraries,
+                )
+            except Exception as exc:  # one broken strategy must not hide the others
+                log.exception("strategy %s failed on %s", strategy.name, name)
+                report.error = failure_text(exc, "build")
+                build = _Build(report, lowered, {}, variant.planned)
+            builds[strategy.name] = build
+            report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
+            if measurements is not None:
+                # Measured while the next strategies build, in the measuring process.
+                measurements.start(build)
+        if check_locally:
+            _check_and_time(
+                network, builds, tgt, repeat, *draws,
+                loader=measurements.loader if measurements is not None else None,
+                settle=measurements.wait if measurements is not None else None,
+            )
+        if measurements is not None:
+            measurements.record(builds)
+        if artifacts_dir is not None:
+            out = Path(artifacts_dir)
+            copies: dict[int, Path] = {}
+            for build in builds.values():
+                _export_library(out, build, copies, fcompile=export_compiler)
             # After measuring, so that the plan file carries the measured kernel workspace.
             for build in builds.values():
                 _write_plan_files(out, build)
@@ -335,6 +377,8 @@ class _Variant:
     program: _Variant | None = None
     order: OrderResult | None = None
     order_note: str = ""
+    #: What :func:`find_rewrites` found in this module: the same for every base strategy.
+    rewrites: object = None
 
 
 def _prepare(lowered: tvm.IRModule, entry: str, bounds: dict, lift: bool) -> _Variant:
@@ -440,6 +484,7 @@ def _plan_and_build(
     base_dir: Path | None = None,
     planner_time_limit: float = repo_code.PLANNER_TIME_LIMIT,
     repo_plans: dict[str, dict] | None = None,
+    libraries: KernelLibraries | None = None,
 ) -> _Build:
     """Plan ``variant`` with ``strategy``, write the plan into the module and build it."""
     if variant.program is not None:
@@ -505,7 +550,7 @@ def _plan_and_build(
         validate_plan(problem, offsets)
     try:
         final = lowering.finish_lowering(planned, target, stock_planner=False)
-        executable = execute.build(final, target)
+        executable = execute.build(final, target, libraries)
     except Exception as exc:
         if strategy.variant is not Variant.REWRITES or not _rewrites_applied(report):
             raise
@@ -529,7 +574,7 @@ def _plan_and_build(
         }
         planned = apply_plan(variant.module, extraction, offsets, arena)
         final = lowering.finish_lowering(planned, target, stock_planner=False)
-        executable = execute.build(final, target)
+        executable = execute.build(final, target, libraries)
     report.intermediate_bytes = arena
     # Intermediates, kernel workspace and outputs, so that builds that leave kernel
     # temporaries to TVM's pool compare with builds that plan them. The pool's size is the
@@ -549,7 +594,9 @@ def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, se
     but not made with the reason (``skipped``), or why there was none to make."""
     extraction = variant.planned
     problem = extraction.problem()
-    rewrites = find_rewrites(variant.module, variant.by_binding or extraction)
+    if variant.rewrites is None:
+        variant.rewrites = find_rewrites(variant.module, variant.by_binding or extraction)
+    rewrites = variant.rewrites
     merged = rewrites.problem(extraction)
     report.rewritten_lower_bound_bytes = _align(lower_bound(merged)) if merged.buffers else 0
     solution = library.solve(merged, base, seed=seed)
@@ -821,13 +868,23 @@ def _unlike(expected: list[np.ndarray], outputs: list[np.ndarray]) -> str:
 
 
 def _check_and_time(
-    network, builds: dict[str, _Build], target, repeat: int, inputs, *more_inputs
+    network, builds: dict[str, _Build], target, repeat: int, inputs, *more_inputs,
+    loader=None, settle=None,
 ) -> None:
+    """Run, check and time each distinct build once: strategies whose plans came out the
+    same share one executable (:class:`planner.tvm.kernels.KernelLibraries`), and so its
+    check and its latency samples. ``loader(build, dev)`` makes a build's VM (default: from
+    its executable, JIT-compiling its kernels once per library); ``settle()`` runs before
+    the timing, which needs the machine to itself."""
+    load = loader or (lambda build, dev: execute.load(build.executable, dev))
     dev = execute.device_for(target)
+    runnable = {s: b for s, b in builds.items() if b.report.ok}
+    first: dict[int, str] = {}
+    for strategy, build in sorted(runnable.items(), key=lambda item: item[0] != STOCK):
+        first.setdefault(id(build.executable), strategy)
     loaders = {
-        strategy: (lambda b=build: execute.load(b.executable, dev))
-        for strategy, build in builds.items()
-        if build.report.ok
+        strategy: (lambda b=runnable[strategy]: load(b, dev))
+        for strategy in first.values()
     }
     checks = execute.check_and_time(
         loaders,
@@ -840,51 +897,106 @@ def _check_and_time(
         atol=ATOL,
         more_inputs=more_inputs,
         judge_reference=_judge_reference(network, builds, [inputs, *more_inputs]),
+        before_timing=settle,
     )
-    for strategy, check in checks.items():
+    for build in runnable.values():
+        check = checks[first[id(build.executable)]]
         for key, value in check.report_fields().items():
-            setattr(builds[strategy].report, key, value)
+            setattr(build.report, key, value)
 
 
-def _measure_memory(builds: dict[str, _Build], network, configs: Sequence[str], inputs) -> None:
-    """Measure every runnable build under every allocator, each in its own process.
+class _Measurements:
+    """The memory measurement of one compile's builds, in the job's measuring process.
 
-    One process per measurement, because TVM's workspace pool outlives a module: a second
-    model measured in the same process would find its kernel workspace already held.
+    Each distinct build is saved as it is built (its executable alone; its kernel library
+    exported once, whichever builds use it), in a thread of its own, then handed to the
+    measuring process, which measures it under every allocator: both go on while the next
+    strategies build. The same files give the check its VMs, so the kernels are loaded,
+    never JIT-compiled, in this process too.
     """
-    jobs = [
-        (build, config)
-        for build in builds.values()
-        if build.report.ok and build.library is not None
-        for config in configs
-    ]
 
-    def run(job):
-        build, config = job
+    def __init__(self, measurer, libraries: KernelLibraries, folder: Path, inputs, entry,
+                 configs: Sequence[str]):
+        self.measurer, self.libraries, self.entry = measurer, libraries, entry
+        self.configs = tuple(configs)
+        self.folder = folder / "measured"
+        self.folder.mkdir(exist_ok=True)
+        self.arrays = self.folder / "inputs.npz"
+        np.savez(self.arrays, *inputs)
+        # Saving and exporting write files and run the C compiler, both outside the GIL.
+        self._saver = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="save")
+        #: By executable: its saved file and kernel library (None where saving failed),
+        #: and the pending figures by allocator.
+        self.saved: dict[int, Future] = {}
+        self.pending: dict[int, dict[str, Future]] = {}
+
+    def start(self, build: _Build) -> None:
+        same = id(build.executable)
+        if not build.report.ok or build.executable is None or same in self.saved:
+            return
+        path = self.folder / f"executable-{len(self.saved)}.vm"
+        self.saved[same] = self._saver.submit(self._save, build, path, same)
+
+    def _save(self, build: _Build, path: Path, same: int):
         try:
-            return memory.measure(build.library, inputs, entry=network.entry, memory_cfg=config)
-        except (memory.MeasurementError, OSError, subprocess.TimeoutExpired) as exc:
-            return {"error": str(exc)}
+            library = library_of(build.executable)
+            kernels = self.libraries.export(library, self.folder) if library else None
+            save_executable(build.executable, path)
+        except Exception as exc:  # a missing C compiler must not lose the other figures
+            log.warning("could not save %s for measuring: %s", build.report.strategy, exc)
+            return None
+        self.pending[same] = {
+            config: self.measurer.submit(
+                path, self.arrays, kernels=kernels, entry=self.entry, memory_cfg=config
+            )
+            for config in self.configs
+        }
+        return path, library
 
-    with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
-        for (build, config), figures in zip(jobs, pool.map(run, jobs), strict=True):
-            build.report.measured[config] = figures
-    for build in builds.values():
-        measured = build.report.measured
-        pooled, naive = measured.get("pooled", {}), measured.get("naive", {})
-        if "inference_peak_bytes" in pooled:
-            build.report.measured_peak_bytes = pooled["inference_peak_bytes"]
-        if "retained_bytes" in naive:
-            # The naive allocator returns every storage; what it still holds after the
-            # call is the outputs plus the kernel workspace pool, which is never returned.
-            workspace = max(0, naive["retained_bytes"] - (build.report.output_bytes or 0))
-            # Beside planned bytes, never in them: planned bytes are a figure of the build,
-            # the same measured or not (--no-memory) and on any machine, which an alert at
-            # a threshold of 0 needs. What the pool held differs from the estimate both
-            # ways: TVM compacts kernel buffers (less), and the pool rounds and keeps pages
-            # (more).
-            measured["workspace_bytes"] = workspace
-            measured["weights_bytes"] = naive.get("weights_bytes")
+    def loader(self, build: _Build, dev):
+        saving = self.saved.get(id(build.executable))
+        saved = saving.result() if saving is not None else None
+        if saved is None:
+            return execute.load(build.executable, dev)
+        path, library = saved
+        kernels = self.libraries.loaded(library) if library is not None else None
+        return execute.load(load_executable(path, kernels), dev)
+
+    def wait(self) -> None:
+        self._saver.shutdown(wait=True)
+        for futures in self.pending.values():
+            concurrent.futures.wait(futures.values())
+
+    def record(self, builds: dict[str, _Build]) -> None:
+        """Each build's figures, where its check passed; the figures derived from them."""
+        self.wait()
+        for build in builds.values():
+            futures = self.pending.get(id(build.executable))
+            if not build.report.ok or futures is None:
+                continue
+            for config, future in futures.items():
+                try:
+                    figures = copy.deepcopy(future.result())
+                except (memory.MeasurementError, OSError) as exc:
+                    figures = {"error": str(exc)}
+                build.report.measured[config] = figures
+        for build in builds.values():
+            measured = build.report.measured
+            pooled, naive = measured.get("pooled", {}), measured.get("naive", {})
+            if "inference_peak_bytes" in pooled:
+                build.report.measured_peak_bytes = pooled["inference_peak_bytes"]
+            if "retained_bytes" in naive:
+                # The naive allocator returns every storage; what it still holds after the
+                # call is the outputs plus the kernel workspace pool, which is never
+                # returned.
+                workspace = max(0, naive["retained_bytes"] - (build.report.output_bytes or 0))
+                # Beside planned bytes, never in them: planned bytes are a figure of the
+                # build, the same measured or not (--no-memory) and on any machine, which an
+                # alert at a threshold of 0 needs. What the pool held differs from the
+                # estimate both ways: TVM compacts kernel buffers (less), and the pool rounds
+                # and keeps pages (more).
+                measured["workspace_bytes"] = workspace
+                measured["weights_bytes"] = naive.get("weights_bytes")
 
 
 def _folder(root: Path, report: StrategyReport) -> Path:
@@ -893,19 +1005,25 @@ def _folder(root: Path, report: StrategyReport) -> Path:
     return folder
 
 
-def _export_library(root: Path, build: _Build, *, keep: bool, export: bool, fcompile=None) -> None:
+def _export_library(root: Path, build: _Build, copies: dict[int, Path], *, fcompile=None) -> None:
+    """The build as one ``model.so``, a kept artifact that boards and users load whole;
+    strategies that share a build share its file's content (``copies``, by executable)."""
     report = build.report
-    folder = _folder(root, report)
-    if build.executable is not None and (keep or export):
-        library = folder / "model.so"
-        try:
+    if build.executable is None:
+        return
+    library = _folder(root, report) / "model.so"
+    try:
+        earlier = copies.get(id(build.executable))
+        if earlier is not None:
+            shutil.copyfile(earlier, library)
+        else:
             options = {} if fcompile is None else {"fcompile": fcompile}
             execute.export_library(build.executable, str(library), **options)
-            build.library = library
-            if keep:
-                report.artifacts["model.so"] = str(library)
-        except Exception as exc:  # a missing C compiler must not lose the other figures
-            log.warning("export_library failed for %s: %s", report.strategy, exc)
+            copies[id(build.executable)] = library
+        build.library = library
+        report.artifacts["model.so"] = str(library)
+    except Exception as exc:  # a missing C compiler must not lose the other figures
+        log.warning("export_library failed for %s: %s", report.strategy, exc)
 
 
 def _role_of(tensor) -> str:

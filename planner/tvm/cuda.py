@@ -154,13 +154,14 @@ def install_compile_callback(arch: str | None = None) -> None:
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_callback, override=True)
 
 
-def compile_kernels(executable, target) -> int:
-    """NVRTC-compile the kernels of a build that kept them as CUDA source (TVM does where
-    its CUDA runtime is not loaded: a host without a GPU), for ``target``'s architecture;
+def compile_kernels(library, target) -> int:
+    """NVRTC-compile the kernels of a kernel library (a runtime module) that kept them as
+    CUDA source (TVM does where its CUDA runtime is not loaded: a host without a GPU), for
+    ``target``'s architecture;
     the bytes of cubin made. A kernel the board could not compile fails here, on any host.
     """
     made = 0
-    for module in _modules(executable.mod):
+    for module in _modules(library):
         if getattr(module, "kind", "") != "cuda" or _holds_cubin(module):
             continue
         source = module.inspect_source("")

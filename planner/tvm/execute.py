@@ -16,6 +16,8 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from planner.tvm.kernels import KernelLibraries
+
 
 @dataclass
 class Latency:
@@ -27,7 +29,11 @@ class Latency:
         return {"median": self.median_ms, "p90": self.p90_ms, "samples": self.samples_ms}
 
 
-def build(mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
+def build(
+    mod: tvm.IRModule, target: tvm.target.Target, libraries: KernelLibraries | None = None
+) -> relax.VMExecutable:
+    """Build an already lowered module; ``libraries`` shares kernels between the builds of
+    one model (:mod:`planner.tvm.kernels`), a fresh one builds them all."""
     if target.kind.name == "cuda":
         from planner.tvm import cuda
 
@@ -35,24 +41,21 @@ def build(mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
         cuda.install_compile_callback(cuda.arch_of(target))
     # The module is already lowered by us; TVM must not run its pipeline (and its planner).
     with target:
-        executable = relax.build(mod, target, relax_pipeline=None)
-        if target.kind.name == "cuda":
-            from planner.tvm import cuda
-
-            cuda.compile_kernels(executable, target)
-    return executable
+        return (libraries if libraries is not None else KernelLibraries()).build(mod, target)
 
 
 def export_library(executable: relax.VMExecutable, path: str, **options) -> None:
     """``executable.export_library(path, **options)``, without TVM 0.27's stray warnings."""
-    with _without_scope_saving_warnings():
+    with quiet_executable_io():
         executable.export_library(path, **options)
 
 
-#: TVM 0.27 logs a warning for every memory scope each time it saves a VM executable (a
-#: debugging line left in src/runtime/vm/executable.cc): hundreds of lines per model in a
-#: user's terminal and a worker's log, with nothing to act on.
-_SCOPE_SAVING = re.compile(rb"^\[[0-9:]+\] \S*executable\.cc:\d+: Warning: Scope Saving:")
+#: TVM 0.27 logs a warning for every memory scope each time it saves or loads a VM
+#: executable (a debugging line left in src/runtime/vm/executable.cc): hundreds of lines per
+#: model in a user's terminal and a worker's log, with nothing to act on.
+_SCOPE_SAVING = re.compile(
+    rb"^\[[0-9:]+\] \S*executable\.cc:\d+: Warning: Scope (Saving|Loaded):"
+)
 
 
 #: File descriptor 2 belongs to the whole process: two threads swapping it at once would
@@ -61,7 +64,7 @@ _STDERR_HELD = threading.Lock()
 
 
 @contextlib.contextmanager
-def _without_scope_saving_warnings() -> Iterator[None]:
+def quiet_executable_io() -> Iterator[None]:
     """Hold back what native code writes to stderr meanwhile, then pass on every line but
     those warnings. (At the file descriptor: TVM's C++ logging bypasses ``sys.stderr``.)"""
     sys.stderr.flush()
@@ -207,6 +210,7 @@ def check_and_time(
     where: str = "",
     more_inputs: Sequence[list[np.ndarray]] = (),
     judge_reference: Callable[[list[list[np.ndarray]]], str] | None = None,
+    before_timing: Callable[[], None] | None = None,
 ) -> dict[str, Check]:
     """Run every build, compare it with ``reference``'s outputs, time those that match.
 
@@ -217,7 +221,8 @@ def check_and_time(
 
     ``judge_reference`` gets the reference's outputs for each draw and says what is wrong
     with them ("" where nothing is): then every build fails with that, unchecked and
-    untimed, since nothing can be checked against a wrong reference.
+    untimed, since nothing can be checked against a wrong reference. ``before_timing`` runs
+    between the checks and the timing (to finish work that would disturb it).
     """
     checks = {name: Check() for name in loaders}
     vms: dict[str, relax.VirtualMachine] = {}
@@ -262,9 +267,12 @@ def check_and_time(
             )
             continue
         vms[name] = vm
+    if before_timing is not None:
+        before_timing()
     if repeat > 0 and vms:
+        # Every VM timed has just run the check on these inputs: that was its warm-up.
         for name, latency in interleaved_latency(
-            vms, dev, inputs, repeat=repeat, entry=entry
+            vms, dev, inputs, repeat=repeat, warmup=0, entry=entry
         ).items():
             checks[name].latency = latency
     return checks

@@ -1,7 +1,8 @@
 """Measure the bytes a built model really holds during one inference.
 
-The measuring runs in a fresh process with :file:`memshim.c` preloaded, so the counts are
-exact and nothing else (torch, the compiler) is in them. Phases, each a difference of live
+The measuring runs in a process with :file:`memshim.c` preloaded, one forked child per build
+(:class:`MeasuringProcess`), so the counts are exact and nothing else (torch, the compiler,
+another build) is in them. Phases, each a difference of live
 or peak bytes counted by the shim:
 
 - ``weights_bytes``: the arguments uploaded before the call (the data; weights are bound
@@ -14,12 +15,16 @@ or peak bytes counted by the shim:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
-import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -44,41 +49,124 @@ def shim_library(cache_dir: Path | None = None) -> Path:
         raise MeasurementError(f"could not compile the memory shim: {exc}") from None
 
 
-def measure(
-    library: Path,
-    inputs: list[np.ndarray],
-    *,
-    entry: str = "forward",
-    memory_cfg: str = "pooled",
-    timeout: float = 600,
-) -> dict:
-    """Run ``library`` (from ``export_library``) once in a measuring process."""
-    if memory_cfg not in MEMORY_CONFIGS:
-        raise ValueError(f"memory_cfg must be one of {MEMORY_CONFIGS}")
-    with tempfile.TemporaryDirectory(prefix="peakwatch-measure-") as tmp:
-        arrays = Path(tmp) / "inputs.npz"
-        np.savez(arrays, *inputs)
-        env = {**os.environ, "LD_PRELOAD": str(shim_library())}
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "planner.tvm.memory",
-                str(library),
-                str(arrays),
-                entry,
-                memory_cfg,
-            ],
+class MeasuringProcess:
+    """One warm measuring process for a job: TVM is imported once, and each measurement runs
+    in a child forked from it, so that no build finds another's pools, workspace or counts.
+
+    The process (``python -m planner.tvm.memory --serve``, with the shim preloaded) starts
+    when made, so that its start-up overlaps the compile; it serves one request at a time
+    over its standard input and output, and ends with :meth:`close`. Its children start
+    from the state a fresh process would have after importing TVM, with the kernel
+    libraries already loaded: the figures are those a process per build gave, to the byte.
+    It is never shared between two jobs; within one it sees only that job's builds.
+    """
+
+    def __init__(self, *, timeout: float = 600):
+        self.timeout = timeout
+        self._proc: subprocess.Popen | None = None
+        self._start_error = ""
+        self._stderr: list[str] = []
+        self._queue = ThreadPoolExecutor(max_workers=1, thread_name_prefix="measure")
+        try:
+            env = {**os.environ, "LD_PRELOAD": str(shim_library())}
+        except MeasurementError as exc:
+            self._start_error = str(exc)
+            return
+        # numpy's BLAS threads would be forked in a broken state; nothing here needs them.
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "planner.tvm.memory", "--serve"],
             env=env,
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
-            check=False,
             cwd=Path(__file__).resolve().parents[2],
+            start_new_session=True,
         )
-    if proc.returncode != 0:
-        raise MeasurementError(f"measuring process failed: {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+        self._reader = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._reader.start()
+
+    def submit(self, executable: Path, inputs_file: Path, **options) -> Future:
+        """:meth:`measure` in the background: a future of its figures."""
+        return self._queue.submit(self.measure, executable, inputs_file, **options)
+
+    def _drain_stderr(self) -> None:
+        for line in self._proc.stderr:
+            self._stderr.append(line)
+            del self._stderr[:-50]
+
+    def measure(
+        self,
+        executable: Path,
+        inputs_file: Path,
+        *,
+        kernels: Path | None = None,
+        entry: str = "forward",
+        memory_cfg: str = "pooled",
+    ) -> dict:
+        """Measure one build: ``executable`` (:func:`planner.tvm.kernels.save_executable`)
+        linked to ``kernels`` (a shared object), or a whole ``export_library`` file as
+        ``executable`` with no ``kernels``; inputs as an ``.npz`` of positional arrays."""
+        if memory_cfg not in MEMORY_CONFIGS:
+            raise ValueError(f"memory_cfg must be one of {MEMORY_CONFIGS}")
+        if self._proc is None:
+            raise MeasurementError(self._start_error or "the measuring process was closed")
+        request = {
+            "executable": str(executable),
+            "kernels": str(kernels) if kernels is not None else None,
+            "arrays": str(inputs_file),
+            "entry": entry,
+            "memory_cfg": memory_cfg,
+        }
+        try:
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise MeasurementError(self._died()) from None
+        ready, _, _ = select.select([self._proc.stdout], [], [], self.timeout)
+        if not ready:
+            self._end(graceful=False)
+            raise MeasurementError(f"the measurement took over {self.timeout:.0f} s")
+        line = self._proc.stdout.readline()
+        if not line:
+            raise MeasurementError(self._died())
+        answer = json.loads(line)
+        if "error" in answer:
+            raise MeasurementError(answer["error"])
+        return answer
+
+    def _died(self) -> str:
+        self._proc.wait(timeout=30)
+        tail = "".join(self._stderr).strip()[-2000:]
+        code = self._proc.returncode
+        self._proc = None
+        return f"measuring process failed (exit {code}): {tail}"
+
+    def close(self) -> None:
+        # Requests still queued are dropped: the process is going.
+        self._queue.shutdown(wait=True, cancel_futures=True)
+        self._end(graceful=True)
+
+    def _end(self, *, graceful: bool) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10 if graceful else 0.1)
+        except subprocess.TimeoutExpired:
+            # The whole session: a child stuck in a measurement goes with its parent.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def __enter__(self) -> MeasuringProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _stats(shim) -> dict:
@@ -87,20 +175,25 @@ def _stats(shim) -> dict:
     return dict(zip(("live", "peak", "requested", "calls", "untracked"), values, strict=True))
 
 
-def _measure_here(library: str, arrays: str, entry: str, memory_cfg: str) -> dict:
+def _measure_here(executable: str, kernels, arrays: str, entry: str, memory_cfg: str) -> dict:
     shim = ctypes.CDLL(None)
     if not hasattr(shim, "peakwatch_stats"):
         raise MeasurementError("the memory shim is not preloaded (LD_PRELOAD)")
     import tvm
     from tvm import relax
 
+    from planner.tvm.kernels import load_executable
+
     dev = tvm.cpu()
-    executable = tvm.runtime.load_module(library)
+    if kernels is None:
+        loaded = tvm.runtime.load_module(executable)
+    else:
+        loaded = load_executable(Path(executable), kernels)
     with np.load(arrays) as data:
         host = [data[f"arr_{i}"] for i in range(len(data.files))]
     before_weights = _stats(shim)["live"]
     args = [tvm.runtime.tensor(value, dev) for value in host]
-    vm = relax.VirtualMachine(executable, dev, memory_cfg=memory_cfg)
+    vm = relax.VirtualMachine(loaded, dev, memory_cfg=memory_cfg)
     function = vm[entry]
     start = _stats(shim)
     shim.peakwatch_reset_peak()
@@ -117,8 +210,55 @@ def _measure_here(library: str, arrays: str, entry: str, memory_cfg: str) -> dic
     }
 
 
+def _serve() -> None:
+    """The warm side of :class:`MeasuringProcess`: one JSON request per line in, one JSON
+    answer per line out, each measured in a forked child."""
+    import tvm
+
+    kernels: dict[str, object] = {}
+    for line in sys.stdin:
+        request = json.loads(line)
+        answer: dict
+        try:
+            library = request["kernels"]
+            if library is not None and library not in kernels:
+                # Loaded here, before the fork: every child of this job shares it.
+                kernels[library] = tvm.runtime.load_module(library)
+            answer = _in_child(
+                request["executable"], kernels.get(library), request["arrays"],
+                request["entry"], request["memory_cfg"],
+            )
+        except Exception as exc:  # one failed measurement is that build's, not the job's
+            answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+def _in_child(*request) -> dict:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: measure, hand the figures over, leave without clean-up
+        os.close(read_end)
+        try:
+            answer = _measure_here(*request)
+        except BaseException as exc:
+            answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        with os.fdopen(write_end, "w") as out:
+            out.write(json.dumps(answer))
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as received:
+        text = received.read()
+    _, status = os.waitpid(pid, 0)
+    if not text:
+        if os.WIFSIGNALED(status):
+            return {"error": f"the measuring child was killed by signal {os.WTERMSIG(status)}"}
+        return {"error": f"the measuring child exited with {os.waitstatus_to_exitcode(status)}"}
+    return json.loads(text)
+
+
 if __name__ == "__main__":
-    # tvm_ffi imports torch when it is installed: seconds and hundreds of MB that the
-    # measurement does not need.
-    sys.modules["torch"] = None
-    sys.stdout.write(json.dumps(_measure_here(*sys.argv[1:5])) + "\n")
+    if sys.argv[1:] == ["--serve"]:
+        _serve()
+    else:
+        sys.exit("usage: python -m planner.tvm.memory --serve")

@@ -1,0 +1,160 @@
+"""Kernel libraries built once per model and shared by every build that has the same kernels.
+
+A memory plan changes only the Relax function: where each tensor lives in the arena. The
+kernels (the PrimFuncs) are the same for every strategy that rewrites none of them, so
+building the whole module again per strategy would generate, JIT-compile and export the
+same machine code once per strategy. ``relax.build`` is three steps (TVM's
+``relax/vm_build.py``): VM code generation (``_vmcodegen``), which leaves the PrimFuncs; the
+TIR build of those PrimFuncs (``tvm.tirx.build``, LLVM code generation, most of the time);
+and the link (``relax.VMLink``), which makes the executable import the kernel library.
+:class:`KernelLibraries` runs the first and last per build and the middle one per distinct
+set of kernels, compared by structural equality. Executables that share a library share
+its runtime module, so it is JIT-compiled once, at the first ``VirtualMachine``, and
+exported to one shared object (:meth:`KernelLibraries.export`) that a measuring process
+loads once (:mod:`planner.tvm.memory`).
+
+The executable's own part (bytecode and bound constants) is saved alone with
+:func:`save_executable` and put back together with its kernels by :func:`load_executable`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tvm
+import tvm_ffi
+from tvm import relax
+from tvm.relax import vm_build
+
+#: The runtime module kind of a VM executable, and the loader TVM registers for it.
+_EXECUTABLE_KIND = "relax.VMExecutable"
+_LOAD_EXECUTABLE = f"ffi.Module.load_from_file.{_EXECUTABLE_KIND}"
+
+
+@dataclass
+class KernelLibrary:
+    """One compiled set of kernels and the builds that link it."""
+
+    #: The PrimFuncs it was built from, to compare with a later build's.
+    functions: tvm.IRModule
+    target: str
+    #: The runtime module every executable of this library imports.
+    runtime: tvm.runtime.Module
+    #: The shared object :meth:`KernelLibraries.export` wrote, once, and that file loaded.
+    exported: Path | None = None
+    loaded: tvm.runtime.Module | None = None
+    builds: int = 0
+
+
+@dataclass
+class KernelLibraries:
+    """The kernel libraries of one process's builds: each distinct one built once."""
+
+    libraries: list[KernelLibrary] = field(default_factory=list)
+    #: Seconds spent in the TIR build (code generation).
+    build_seconds: float = 0.0
+    #: Every module built, with its executable: two strategies whose plans come out the
+    #: same (several strategies often find the same offsets) are one build.
+    _built: list[tuple[int, str, tvm.IRModule, relax.VMExecutable]] = field(default_factory=list)
+
+    def build(self, mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
+        """``relax.build(mod, target, relax_pipeline=None)``, with the kernel library of an
+        earlier build of the same kernels for the same target where there is one. A module
+        equal to one built before (kernels, plan and constants) gets that build's
+        executable itself: callers run, check and measure it once."""
+        import time
+
+        key = tvm_ffi.structural_hash(mod)
+        for known, built_for, module, executable in self._built:
+            if (known, built_for) == (key, str(target)) and tvm_ffi.structural_equal(module, mod):
+                return executable
+        attrs = dict(mod.attrs) if mod.attrs else {}
+        params = dict(attrs.get("const_name_to_constant", {}))
+        external = list(attrs.get("external_mods", []))
+        builder = relax.ExecBuilder()
+        leftover = vm_build._vmcodegen(builder, mod, "bytecode")
+        functions = {
+            gv: func for gv, func in leftover.functions.items()
+            if isinstance(func, tvm.tirx.PrimFunc)
+        }
+        library = None
+        if functions:
+            library = self._find(tvm.IRModule(functions), str(target))
+            if library is None:
+                started = time.perf_counter()
+                tir_mod = tvm.IRModule(functions, attrs=leftover.attrs)
+                tir_mod = vm_build._auto_attach_system_lib_prefix(tir_mod, target, None)
+                runtime = tvm.tirx.build(tir_mod, target=target)
+                self.build_seconds += time.perf_counter() - started
+                library = KernelLibrary(tvm.IRModule(functions), str(target), runtime)
+                if target.kind.name == "cuda":
+                    from planner.tvm import cuda
+
+                    # A kernel the board could not compile fails here, on any host.
+                    cuda.compile_kernels(runtime, target)
+                self.libraries.append(library)
+            library.builds += 1
+        device_modules = [m for m in external if vm_build._is_device_module(m)]
+        host_modules = [m for m in external if not vm_build._is_device_module(m)]
+        runtime = library.runtime if library is not None else None
+        if runtime is not None:
+            for module in device_modules:
+                runtime.import_module(module)
+        linked = relax._ffi_api.VMLink(builder, target, runtime, host_modules, params)
+        executable = relax.VMExecutable(linked)
+        executable.kernel_library = library
+        self._built.append((key, str(target), mod, executable))
+        return executable
+
+    def _find(self, functions: tvm.IRModule, target: str) -> KernelLibrary | None:
+        key = tvm_ffi.structural_hash(functions)
+        for library in self.libraries:
+            if (
+                library.target == target
+                and tvm_ffi.structural_hash(library.functions) == key
+                and tvm_ffi.structural_equal(library.functions, functions)
+            ):
+                return library
+        return None
+
+    def export(self, library: KernelLibrary, folder: Path, **options) -> Path:
+        """``library`` as a shared object in ``folder``, written the first time only."""
+        if library.exported is None or not library.exported.is_file():
+            path = Path(folder) / f"kernels-{self.libraries.index(library)}.so"
+            library.runtime.export_library(str(path), **options)
+            library.exported, library.loaded = path, None
+        return library.exported
+
+
+    def loaded(self, library: KernelLibrary) -> tvm.runtime.Module:
+        """The exported ``library`` loaded into this process, once (no JIT compilation)."""
+        if library.loaded is None:
+            if library.exported is None:
+                raise ValueError("the kernel library was not exported")
+            library.loaded = tvm.runtime.load_module(str(library.exported))
+        return library.loaded
+
+
+def library_of(executable) -> KernelLibrary | None:
+    """The kernel library :meth:`KernelLibraries.build` linked into ``executable``."""
+    return getattr(executable, "kernel_library", None)
+
+
+def save_executable(executable: relax.VMExecutable, path: Path) -> None:
+    """The executable's bytecode and constants alone, without its kernels."""
+    from planner.tvm.execute import quiet_executable_io
+
+    with quiet_executable_io():
+        executable.mod.write_to_file(str(path))
+
+
+def load_executable(path: Path, kernels: tvm.runtime.Module | None) -> relax.VMExecutable:
+    """An executable :func:`save_executable` wrote, linked to ``kernels`` again."""
+    from planner.tvm.execute import quiet_executable_io
+
+    with quiet_executable_io():
+        module = tvm_ffi.get_global_func(_LOAD_EXECUTABLE)(str(path))
+    if kernels is not None:
+        module.import_module(kernels)
+    return relax.VMExecutable(module)
