@@ -10,6 +10,22 @@ from dashboard.demo import create_demo_repository, git
 from planner.report import StrategyReport
 from tests.helpers import Repo
 
+#: Files whose tests share a costly session fixture, run by one test process together.
+_SHARED_SESSIONS = {"toolchains": "tests/toolchains/"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``--dist loadgroup``, .ci/run), each file's tests run in one
+    process, so that a module-scoped fixture (a compiled model) is built once; files that
+    share a costly session fixture (a toolchain made from PyPI) run in one process too."""
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        group = next(
+            (name for name, prefix in _SHARED_SESSIONS.items() if path.startswith(prefix)),
+            path,
+        )
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.fixture(autouse=True)
 def _artifacts_in_tmp(settings, tmp_path):

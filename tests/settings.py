@@ -7,7 +7,12 @@ Tasks run eagerly unless a test starts a real worker and switches that off.
 import os
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/peakwatch")
-os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+# Under pytest-xdist each worker process has a PostgreSQL database of its own
+# (pytest-django's test_peakwatch_gw0, ...) and a Redis database of its own here: the
+# worker tests flush theirs.
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+_index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
+os.environ.setdefault("REDIS_URL", f"redis://127.0.0.1:6379/{15 - _index}")
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
 os.environ.setdefault("PEAKWATCH_LATENCY_REPEAT", "2")
 # A deployment's settings (DATABASE_URL set) need a key and, over plain HTTP, no TLS.

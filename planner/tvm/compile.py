@@ -159,8 +159,10 @@ def compile_model(
     measuring = bool(memory_configs) and check_locally
     with contextlib.ExitStack() as stack:
         if measuring and measurer is None:
-            # Started now, so that its import of TVM overlaps the builds.
             measurer = stack.enter_context(memory.MeasuringProcess())
+        if measuring:
+            # Started now, so that its import of TVM overlaps the builds.
+            measurer.start()
         return _compile(
             source, chosen, model_name=model_name, tgt=tgt, repeat=repeat,
             artifacts_dir=artifacts_dir, seed=seed, memory_configs=memory_configs,

@@ -144,7 +144,9 @@ def _repo_plan(name, problem, root, job: JobSpec, lookup, repo_code) -> dict:
 
 def run_compile(job: JobSpec) -> list[StrategyReport]:
     """Plan, build, check and measure; with ``imported``, from the import phase's folder."""
+    from planner.tvm import memory
     from planner.tvm.compile import compile_model
+    from planner.tvm.kernels import KernelLibraries
     from planner.tvm.zoo import ModelSource
 
     if job.cuda is not None:
@@ -193,10 +195,14 @@ def run_compile(job: JobSpec) -> list[StrategyReport]:
 
         options.update(micro_report.compile_options(options))
     try:
-        if job.shapes is not None:
-            reports = _compile_shapes(source, job, options)
-        else:
-            reports = compile_model(source, job.strategies, model_name=job.model, **options)
+        # One warm measuring process and one set of kernel libraries for the whole job
+        # (every strategy at every point), and for no other job.
+        with memory.MeasuringProcess() as measurer:
+            options.update(measurer=measurer, libraries=KernelLibraries())
+            if job.shapes is not None:
+                reports = _compile_shapes(source, job, options)
+            else:
+                reports = compile_model(source, job.strategies, model_name=job.model, **options)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job.model)
         return _failed(job, failure_text(exc, "build"))

@@ -54,7 +54,8 @@ class MeasuringProcess:
     in a child forked from it, so that no build finds another's pools, workspace or counts.
 
     The process (``python -m planner.tvm.memory --serve``, with the shim preloaded) starts
-    when made, so that its start-up overlaps the compile; it serves one request at a time
+    at :meth:`start` or the first measurement (a compile starts it first thing, so that its
+    start-up overlaps the builds); it serves one request at a time
     over its standard input and output, and ends with :meth:`close`. Its children start
     from the state a fresh process would have after importing TVM, with the kernel
     libraries already loaded: the figures are those a process per build gave, to the byte.
@@ -65,13 +66,19 @@ class MeasuringProcess:
         self.timeout = timeout
         self._proc: subprocess.Popen | None = None
         self._start_error = ""
+        self._closed = False
         self._stderr: list[str] = []
         self._queue = ThreadPoolExecutor(max_workers=1, thread_name_prefix="measure")
+
+    def start(self) -> MeasuringProcess:
+        """Start the process, if not yet started: cheap to make, paid for when used."""
+        if self._proc is not None or self._start_error or self._closed:
+            return self
         try:
             env = {**os.environ, "LD_PRELOAD": str(shim_library())}
         except MeasurementError as exc:
             self._start_error = str(exc)
-            return
+            return self
         # numpy's BLAS threads would be forked in a broken state; nothing here needs them.
         env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         self._proc = subprocess.Popen(
@@ -84,15 +91,15 @@ class MeasuringProcess:
             cwd=Path(__file__).resolve().parents[2],
             start_new_session=True,
         )
-        self._reader = threading.Thread(target=self._drain_stderr, daemon=True)
-        self._reader.start()
+        threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
+        return self
 
     def submit(self, executable: Path, inputs_file: Path, **options) -> Future:
         """:meth:`measure` in the background: a future of its figures."""
         return self._queue.submit(self.measure, executable, inputs_file, **options)
 
-    def _drain_stderr(self) -> None:
-        for line in self._proc.stderr:
+    def _drain_stderr(self, proc: subprocess.Popen) -> None:
+        for line in proc.stderr:
             self._stderr.append(line)
             del self._stderr[:-50]
 
@@ -110,6 +117,7 @@ class MeasuringProcess:
         ``executable`` with no ``kernels``; inputs as an ``.npz`` of positional arrays."""
         if memory_cfg not in MEMORY_CONFIGS:
             raise ValueError(f"memory_cfg must be one of {MEMORY_CONFIGS}")
+        self.start()
         if self._proc is None:
             raise MeasurementError(self._start_error or "the measuring process was closed")
         request = {
@@ -145,6 +153,7 @@ class MeasuringProcess:
 
     def close(self) -> None:
         # Requests still queued are dropped: the process is going.
+        self._closed = True
         self._queue.shutdown(wait=True, cancel_futures=True)
         self._end(graceful=True)
 

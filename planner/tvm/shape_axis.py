@@ -25,7 +25,7 @@ from planner.plan import validate_plan
 from planner.problem import lower_bound
 from planner.report import StrategyReport, point_folder
 from planner.shapes import ShapeAxis, ShapeError, label
-from planner.tvm import lowering
+from planner.tvm import lowering, memory
 from planner.tvm.compile import (
     _align,
     _with_bounds,
@@ -79,6 +79,14 @@ def compile_shapes(
     against that strategy's planned arena and lower bound at each point. Where there is
     none, ``{"missing": why}``.
     """
+    if options.get("measurer") is None:
+        # One measuring process for every point, as for a worker's job.
+        with memory.MeasuringProcess() as measurer:
+            return compile_shapes(
+                source, strategies, shapes, model_name=model_name, target=target,
+                artifacts_dir=artifacts_dir, seed=seed, base_dir=base_dir, pipeline=pipeline,
+                network=network, **{**options, "measurer": measurer},
+            )
     root = Path(base_dir) if base_dir else None
     tgt = lowering.make_target(target)
     if network is None:

@@ -1,0 +1,257 @@
+"""What a run costs, phase by phase: one model under one strategy and under all of them, a
+bare ``import tvm`` beside them, and the demo.
+
+    python3 benchmarks/run_cost.py                        # zoo:resnet18 and the demo
+    python3 benchmarks/run_cost.py --tree ../old-checkout # the same code paths of another checkout
+    python3 benchmarks/run_cost.py --model zoo:mlp --no-demo
+    python3 benchmarks/run_cost.py --target cuda -p arch=sm_90   # a CUDA build (needs a GPU)
+
+Every figure comes from a fresh process, as a user's command would run, with memory and
+latency measured as ``python3 -m planner compile`` measures them by default (five timed
+runs, both allocators). The phases are the wall time of the functions that do each part of
+a compile, timed where they are called in the compiling process (an inner phase inside an
+outer one counts once, for the outer): work that runs beside the compile (the measuring
+process, saving and exporting in a thread) is not a phase of it and shows only as the time
+the compile waited for it. ``other`` is what no phase covers. A function a checkout lacks
+is left out, so that an older checkout (``--tree``) is measured by the same rules.
+
+The demo is timed as ``python3 manage.py demo --no-serve --fresh`` on the embedded default
+(SQLite, tasks in process), with the two sandboxed phases of each job added up: the import
+(the repository's code builds the model) and the compile (plans, builds, checks, measures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Phase -> the (module, attribute) of the functions timed for it; a class's method as
+#: "Class.method".
+PHASES: dict[str, list[tuple[str, str]]] = {
+    "export": [("planner.tvm.compile", "imported_network")],
+    "lowering": [
+        ("planner.tvm.lowering", "lower_to_allocations"),
+        ("planner.tvm.lowering", "finish_lowering"),
+        ("planner.tvm.compile", "extract"),
+        ("planner.tvm.compile", "lift_kernel_temporaries"),
+        ("planner.tvm.compile", "_prepare"),
+        ("planner.tvm.compile", "inline_pool_padding"),
+        ("planner.tvm.compile", "_in_chosen_order"),
+    ],
+    "planning": [
+        ("planner.strategies", "solve"),
+        ("planner.tvm.compile", "find_rewrites"),
+        ("planner.tvm.compile", "apply_plan"),
+        ("planner.tvm.compile", "rewrite_kernels"),
+        ("planner.tvm.compile", "unalias_overlapping_calls"),
+        ("planner.tvm.lowering", "plan_with_stock_planner"),
+        ("planner.tvm.compile", "stock_offsets"),
+        ("planner.tvm.compile", "validate_plan"),
+    ],
+    "kernel build": [("planner.tvm.execute", "build")],
+    "JIT or load": [
+        ("planner.tvm.execute", "load"),
+        ("planner.tvm.compile", "load_executable"),
+        ("planner.tvm.kernels", "KernelLibraries.loaded"),
+    ],
+    "checks": [("planner.tvm.execute", "run_once")],
+    "timing": [("planner.tvm.execute", "interleaved_latency")],
+    "memory": [
+        ("planner.tvm.compile", "_measure_memory"),
+        ("planner.tvm.compile", "_Measurements.start"),
+        ("planner.tvm.compile", "_Measurements.wait"),
+        ("planner.tvm.compile", "_Measurements.record"),
+    ],
+    "export library": [("planner.tvm.compile", "_export_library")],
+}
+
+STRATEGIES = {"one": ["best-fit"], "all": ["all"]}
+
+
+def _child(tree: Path, model: str, params: dict, strategies: list[str], target: str) -> None:
+    """Compile as ``python3 -m planner compile`` does, timing each phase (see the docstring)."""
+    started = time.perf_counter()
+    sys.path.insert(0, str(tree))
+    import importlib
+
+    import planner.tvm.compile as compiling
+
+    imports = time.perf_counter() - started
+    spent = {phase: 0.0 for phase in PHASES}
+    depth = threading.local()
+
+    def timed(phase, function):
+        def wrapper(*args, **kwargs):
+            outer = getattr(depth, "n", 0) == 0 and threading.current_thread() is (
+                threading.main_thread()
+            )
+            depth.n = getattr(depth, "n", 0) + 1
+            t0 = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                depth.n -= 1
+                if outer:
+                    spent[phase] += time.perf_counter() - t0
+
+        return wrapper
+
+    for phase, places in PHASES.items():
+        for module_name, attribute in places:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError:
+                continue
+            owner_name, _, name = attribute.rpartition(".")
+            owner = getattr(module, owner_name, None) if owner_name else module
+            if owner is None or not hasattr(owner, name):
+                continue
+            setattr(owner, name, timed(phase, getattr(owner, name)))
+
+    from planner.tvm.strategies import strategy_names
+    from planner.tvm.zoo import ModelSource
+
+    names = strategy_names() if strategies == ["all"] else strategies
+    t0 = time.perf_counter()
+    reports = compiling.compile_model(
+        ModelSource(model, params), names, target=target, repeat=5,
+        memory_configs=("pooled", "naive"),
+    )
+    compile_seconds = time.perf_counter() - t0
+    failed = [r.strategy for r in reports if not r.ok]
+    figures = {
+        r.strategy: [r.planned_bytes, r.measured_peak_bytes, r.outputs_match] for r in reports
+    }
+    print(json.dumps({
+        "imports": imports, "compile": compile_seconds, "phases": spent,
+        "failed": failed, "figures": figures, "strategies": len(names),
+    }))
+
+
+def _demo_child(tree: Path) -> None:
+    sys.path.insert(0, str(tree))
+    os.chdir(tree)
+    import workers.sandbox as sandbox
+
+    spent = {"import": [0.0, 0], "compile": [0.0, 0]}
+    run_job = sandbox.run_job
+
+    def timed(job, *args, **kwargs):
+        phase = job.phase if hasattr(job, "phase") else job.get("phase")
+        t0 = time.perf_counter()
+        try:
+            return run_job(job, *args, **kwargs)
+        finally:
+            if phase in spent:
+                spent[phase][0] += time.perf_counter() - t0
+                spent[phase][1] += 1
+
+    sandbox.run_job = timed
+    from dashboard.command import main
+
+    t0 = time.perf_counter()
+    sys.argv = ["manage.py", "demo", "--no-serve", "--fresh"]
+    code = main()
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"demo": seconds, "exit": code, "jobs": spent}))
+
+
+def _run(args: list[str], tree: Path, timeout: float = 3600) -> tuple[float, dict]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env["PYTHONPATH"] = str(tree)
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, cwd=tree,
+        timeout=timeout, check=False,
+    )
+    wall = time.perf_counter() - t0
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return wall, json.loads(lines[-1])
+
+
+def _import_tvm(tree: Path) -> float:
+    """A bare ``python3 -c "import tvm"``, as a user's shell runs it."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import tvm"], env=env, cwd=tree, check=True)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to measure")
+    parser.add_argument("--model", default="zoo:resnet18")
+    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--target", default="llvm")
+    parser.add_argument("--no-demo", action="store_true")
+    parser.add_argument("--child", choices=sorted(STRATEGIES), help=argparse.SUPPRESS)
+    parser.add_argument("--demo-child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    tree = args.tree.resolve()
+    params = {}
+    for item in args.param:
+        key, _, value = item.partition("=")
+        params[key] = json.loads(value) if value[:1] in "[{0123456789" else value
+    if args.child:
+        _child(tree, args.model, params, STRATEGIES[args.child], args.target)
+        return
+    if args.demo_child:
+        _demo_child(tree)
+        return
+
+    here = [sys.argv[0] if Path(sys.argv[0]).is_absolute() else str(ROOT / sys.argv[0])]
+    print(f"checkout {tree}, model {args.model} {params or ''}, target {args.target}")
+    bare = _import_tvm(tree)
+    rows = {}
+    for which in ("one", "all"):
+        extra = ["--tree", str(tree), "--model", args.model, "--target", args.target]
+        extra += [f"-p{p}" for p in args.param]
+        wall, result = _run([*here, "--child", which, *extra], tree)
+        rows[which] = (wall, result)
+    bare_after = _import_tvm(tree)
+    tvm_import = (bare + bare_after) / 2
+    print(f"\nimport tvm (bare python3 -c): {tvm_import:.2f} s (before {bare:.2f}, after "
+          f"{bare_after:.2f})\n")
+    print(f"{'phase':<18}{'1 strategy s':>14}{'all s':>10}")
+    one, every = rows["one"][1], rows["all"][1]
+    start_one = rows["one"][0] - one["compile"] - one["imports"]
+    start_all = rows["all"][0] - every["compile"] - every["imports"]
+    print(f"{'start-up':<18}{start_one:>14.2f}{start_all:>10.2f}")
+    print(f"{'imports':<18}{one['imports']:>14.2f}{every['imports']:>10.2f}")
+    for phase in PHASES:
+        print(f"{phase:<18}{one['phases'][phase]:>14.2f}{every['phases'][phase]:>10.2f}")
+    other_one = one["compile"] - sum(one["phases"].values())
+    other_all = every["compile"] - sum(every["phases"].values())
+    print(f"{'other':<18}{other_one:>14.2f}{other_all:>10.2f}")
+    print(f"{'wall':<18}{rows['one'][0]:>14.2f}{rows['all'][0]:>10.2f}")
+    print(f"\n{every['strategies']} strategies / 1: {rows['all'][0] / rows['one'][0]:.2f}x; "
+          f"1 strategy / import tvm: {rows['one'][0] / tvm_import:.2f}x")
+    for which, (_, result) in rows.items():
+        if result["failed"]:
+            print(f"failed ({which}): {', '.join(result['failed'])}")
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as out:
+        json.dump({which: result["figures"] for which, (_, result) in rows.items()}, out)
+    print(f"figures (planned, measured peak, match) by strategy: {out.name}")
+    if args.no_demo:
+        return
+    wall, demo = _run([*here, "--demo-child", "--tree", str(tree)], tree)
+    print(f"\ndemo (manage.py demo --no-serve --fresh): {demo['demo']:.1f} s recorded, "
+          f"{wall:.1f} s wall, {wall / tvm_import:.1f}x import tvm")
+    for phase, (seconds, count) in demo["jobs"].items():
+        print(f"  sandboxed {phase} phase: {count} jobs, {seconds:.1f} s, "
+              f"{seconds / max(count, 1):.2f} s each")
+
+
+if __name__ == "__main__":
+    main()
