@@ -1,0 +1,164 @@
+"""A model's builds share what is the same: one kernel library per set of kernels, one build
+per distinct plan, one measuring process per job; no figure changes for it."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.tvm import lowering, memory
+from planner.tvm.compile import compile_model
+from planner.tvm.kernels import KernelLibraries, load_executable, save_executable
+from planner.tvm.zoo import ModelSource
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+MLP = ModelSource("zoo:mlp")
+CNN = ModelSource("zoo:small_cnn", {"channels": 4, "resolution": 16})
+
+
+def test_strategies_without_rewrites_build_their_kernels_once():
+    libraries = KernelLibraries()
+
+    reports = compile_model(
+        CNN, ["none", "greedy-by-size", "best-fit"], repeat=0, memory_configs=(),
+        libraries=libraries,
+    )
+
+    assert all(r.outputs_match for r in reports)
+    # Three distinct plans (tvm-stock, the reference, no reuse, and one arena that the
+    # greedy and best-fit strategies both find) linked to one kernel library.
+    assert len(libraries.libraries) == 1
+    assert libraries.libraries[0].builds == 3
+
+
+def test_rewritten_kernels_get_a_library_of_their_own_shared_by_base_strategies():
+    libraries = KernelLibraries()
+
+    reports = compile_model(
+        CNN, ["best-fit", "best-fit+rewrites", "optimal+rewrites"], repeat=0, memory_configs=(),
+        libraries=libraries,
+    )
+
+    assert all(r.outputs_match for r in reports)
+    rewritten = [r for r in reports if r.strategy.endswith("+rewrites")]
+    assert all(r.rewrites["inplace"] for r in rewritten), "the CNN has in-place chains"
+    assert len(libraries.libraries) == 2
+
+
+def test_equal_plans_are_one_build_with_one_set_of_figures():
+    reports = compile_model(CNN, ["best-fit", "optimal", "none"], repeat=3)
+    by_name = {r.strategy: r for r in reports}
+
+    # best-fit finds the optimum on the CNN: the same offsets, so the same program.
+    assert by_name["best-fit"].intermediate_bytes == by_name["optimal"].intermediate_bytes
+    assert by_name["best-fit"].latency_ms == by_name["optimal"].latency_ms
+    assert by_name["best-fit"].measured == by_name["optimal"].measured
+    # A different plan is timed on its own.
+    assert by_name["none"].latency_ms["samples"] != by_name["best-fit"].latency_ms["samples"]
+
+
+def _saved_builds(tmp_path, strategies):
+    """(executable files, kernels file, inputs file) of ``strategies``' builds of the MLP."""
+    from planner.tvm import compile as compiling
+
+    libraries = KernelLibraries()
+    network = compiling.imported_network(MLP, lowering.make_target("llvm"), base_dir=None)
+    built = []
+    original = compiling.execute.build
+
+    def keep(mod, target, shared=None):
+        executable = original(mod, target, shared)
+        built.append(executable)
+        return executable
+
+    compiling.execute.build = keep
+    try:
+        compile_model(MLP, strategies, repeat=0, memory_configs=(), libraries=libraries,
+                      network=network)
+    finally:
+        compiling.execute.build = original
+    kernels = libraries.export(libraries.libraries[0], tmp_path)
+    files = []
+    for index, executable in enumerate(built):
+        files.append(tmp_path / f"{index}.vm")
+        save_executable(executable, files[-1])
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, *compiling.check_draws(network, 0)[0])
+    return files, kernels, inputs
+
+
+def test_a_build_measured_after_others_reads_as_measured_alone(tmp_path):
+    (stock, plain), kernels, inputs = _saved_builds(tmp_path, ["none"])
+
+    with memory.MeasuringProcess() as process:
+        alone = process.measure(plain, inputs, kernels=kernels, memory_cfg="naive")
+    with memory.MeasuringProcess() as process:
+        process.measure(stock, inputs, kernels=kernels, memory_cfg="pooled")
+        process.measure(stock, inputs, kernels=kernels, memory_cfg="naive")
+        after = process.measure(plain, inputs, kernels=kernels, memory_cfg="naive")
+
+    # The kernel workspace pool and the allocators' pools of earlier builds stay in their
+    # own children: the figures are the byte-exact ones of a first measurement.
+    assert after == alone
+    assert alone["inference_peak_bytes"] > 0 and alone["untracked_allocations"] == 0
+
+
+def test_a_build_that_cannot_load_fails_alone_and_the_next_is_measured(tmp_path):
+    (stock,), kernels, inputs = _saved_builds(tmp_path, [])
+    broken = tmp_path / "broken.vm"
+    broken.write_bytes(b"not an executable")
+
+    with memory.MeasuringProcess() as process:
+        with pytest.raises(memory.MeasurementError, match="broken.vm|Error"):
+            process.measure(broken, inputs, kernels=kernels)
+        figures = process.measure(stock, inputs, kernels=kernels)
+
+    assert figures["inference_peak_bytes"] > 0
+
+
+def test_a_saved_executable_runs_with_its_kernels_loaded_again(tmp_path):
+    import tvm
+    from tvm import relax
+
+    (stock,), kernels, inputs = _saved_builds(tmp_path, [])
+
+    executable = load_executable(stock, tvm.runtime.load_module(str(kernels)))
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    with np.load(inputs) as data:
+        result = vm["forward"](*[tvm.runtime.tensor(data[k]) for k in data.files])
+
+    assert np.isfinite(result.numpy()).all()
+
+
+def test_compiling_a_zoo_model_never_imports_torch():
+    script = (
+        "import sys\n"
+        "from planner.tvm.compile import compile_model\n"
+        "from planner.tvm.zoo import ModelSource\n"
+        "[report] = compile_model(ModelSource('zoo:mlp'), ['best-fit'], repeat=1)\n"
+        "assert report.outputs_match and report.measured_peak_bytes, report.error\n"
+        "print('torch' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "False"
+
+
+def test_a_model_file_still_gets_the_real_torch_after_tvm():
+    script = (
+        "import planner.tvm.compile, sys\n"
+        "assert 'torch' not in sys.modules\n"
+        "import torch\n"
+        "print(torch.ones(2).sum().item())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "2.0"
