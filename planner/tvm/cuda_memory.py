@@ -218,7 +218,7 @@ def _measure_here(
 
 
 if __name__ == "__main__":
-    sys.modules["torch"] = None  # see planner.tvm.memory: torch is not needed here
+    # Run as planner.tvm.cuda_memory, so the wing's package imported TVM without torch.
     try:
         figures = _measure_here(*sys.argv[1:6])
     except MeasurementError as exc:
