@@ -7,12 +7,18 @@ Tasks run eagerly unless a test starts a real worker and switches that off.
 import os
 
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/peakwatch")
-# Under pytest-xdist each worker process has a PostgreSQL database of its own
-# (pytest-django's test_peakwatch_gw0, ...) and a Redis database of its own here: the
-# worker tests flush theirs.
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
+# Under pytest-xdist each test process has a PostgreSQL database of its own (pytest-django's
+# test_peakwatch_gw0, ...) and a Redis database of its own, numbered down from the first's: the
+# worker tests flush theirs. (The processes inherit the environment the first set above.)
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-_index = int(_worker[2:]) if _worker.startswith("gw") and _worker[2:].isdigit() else 0
-os.environ.setdefault("REDIS_URL", f"redis://127.0.0.1:6379/{15 - _index}")
+if _worker.startswith("gw") and _worker[2:].isdigit() and int(_worker[2:]) > 0:
+    from urllib.parse import urlsplit
+
+    _redis = urlsplit(os.environ["REDIS_URL"])
+    _db, _n = int(_redis.path.strip("/") or 0), int(_worker[2:])
+    _db = _db - _n if _db >= _n else _db + _n
+    os.environ["REDIS_URL"] = _redis._replace(path=f"/{_db}").geturl()
 os.environ.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
 os.environ.setdefault("PEAKWATCH_LATENCY_REPEAT", "2")
 # A deployment's settings (DATABASE_URL set) need a key and, over plain HTTP, no TLS.
