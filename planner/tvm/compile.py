@@ -267,14 +267,17 @@ def _compile(
             if measurements is not None:
                 # Measured while the next strategies build, in the measuring process.
                 measurements.start(build)
-        if check_locally:
-            _check_and_time(
-                network, builds, tgt, repeat, *draws,
-                loader=measurements.loader if measurements is not None else None,
-                settle=measurements.wait if measurements is not None else None,
-            )
-        if measurements is not None:
-            measurements.record(builds)
+        try:
+            if check_locally:
+                _check_and_time(
+                    network, builds, tgt, repeat, *draws,
+                    loader=measurements.loader if measurements is not None else None,
+                    settle=measurements.wait if measurements is not None else None,
+                )
+        finally:
+            # Whatever happened, nothing may still read the scratch folder once it goes.
+            if measurements is not None:
+                measurements.record(builds)
         if artifacts_dir is not None:
             out = Path(artifacts_dir)
             copies: dict[int, Path] = {}

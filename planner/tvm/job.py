@@ -146,7 +146,6 @@ def run_compile(job: JobSpec) -> list[StrategyReport]:
     """Plan, build, check and measure; with ``imported``, from the import phase's folder."""
     from planner.tvm import memory
     from planner.tvm.compile import compile_model
-    from planner.tvm.kernels import KernelLibraries
     from planner.tvm.zoo import ModelSource
 
     if job.cuda is not None:
@@ -195,10 +194,10 @@ def run_compile(job: JobSpec) -> list[StrategyReport]:
 
         options.update(micro_report.compile_options(options))
     try:
-        # One warm measuring process and one set of kernel libraries for the whole job
-        # (every strategy at every point), and for no other job.
+        # One warm measuring process for the whole job (every strategy at every point),
+        # and for no other job.
         with memory.MeasuringProcess() as measurer:
-            options.update(measurer=measurer, libraries=KernelLibraries())
+            options["measurer"] = measurer
             if job.shapes is not None:
                 reports = _compile_shapes(source, job, options)
             else:
