@@ -4,7 +4,7 @@ bare ``import tvm`` beside them, and the demo.
     python3 benchmarks/run_cost.py                        # zoo:resnet18 and the demo
     python3 benchmarks/run_cost.py --tree ../old-checkout # the same code paths of another checkout
     python3 benchmarks/run_cost.py --model zoo:mlp --no-demo
-    python3 benchmarks/run_cost.py --target cuda -p arch=sm_90   # a CUDA build (needs a GPU)
+    python3 benchmarks/run_cost.py --cuda sm_90 --no-demo # a CUDA build, on a GPU host
 
 Every figure comes from a fresh process, as a user's command would run, with memory and
 latency measured as ``python3 -m planner compile`` measures them by default (five timed
@@ -77,7 +77,9 @@ PHASES: dict[str, list[tuple[str, str]]] = {
 STRATEGIES = {"one": ["best-fit"], "all": ["all"]}
 
 
-def _child(tree: Path, model: str, params: dict, strategies: list[str], target: str) -> None:
+def _child(
+    tree: Path, model: str, params: dict, strategies: list[str], target: str, arch: str
+) -> None:
     """Compile as ``python3 -m planner compile`` does, timing each phase (see the docstring)."""
     started = time.perf_counter()
     sys.path.insert(0, str(tree))
@@ -122,10 +124,24 @@ def _child(tree: Path, model: str, params: dict, strategies: list[str], target: 
 
     names = strategy_names() if strategies == ["all"] else strategies
     t0 = time.perf_counter()
-    reports = compiling.compile_model(
-        ModelSource(model, params), names, target=target, repeat=5,
-        memory_configs=("pooled", "naive"),
-    )
+    if not arch:
+        reports = compiling.compile_model(
+            ModelSource(model, params), names, target=target, repeat=5,
+            memory_configs=("pooled", "naive"),
+        )
+    else:
+        # As a CUDA board's job does it: device memory counted per build from its
+        # exported library (planner/tvm/job.py), not the host allocators.
+        from planner.tvm import cuda, job
+
+        with tempfile.TemporaryDirectory() as artifacts:
+            reports = compiling.compile_model(
+                ModelSource(model, params), names, target=cuda.target_json(target, arch),
+                repeat=5, memory_configs=(), artifacts_dir=artifacts,
+            )
+            t1 = time.perf_counter()
+            job._measure_cuda_memory(reports, arch)
+            spent["memory"] += time.perf_counter() - t1
     compile_seconds = time.perf_counter() - t0
     failed = [r.strategy for r in reports if not r.ok]
     figures = {
@@ -194,6 +210,8 @@ def main() -> None:
     parser.add_argument("--model", default="zoo:resnet18")
     parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--target", default="llvm")
+    parser.add_argument("--cuda", default="", metavar="ARCH",
+                        help="a CUDA build for ARCH (sm_90), measured on this host's GPU")
     parser.add_argument("--no-demo", action="store_true")
     parser.add_argument("--child", choices=sorted(STRATEGIES), help=argparse.SUPPRESS)
     parser.add_argument("--demo-child", action="store_true", help=argparse.SUPPRESS)
@@ -204,18 +222,21 @@ def main() -> None:
         key, _, value = item.partition("=")
         params[key] = json.loads(value) if value[:1] in "[{0123456789" else value
     if args.child:
-        _child(tree, args.model, params, STRATEGIES[args.child], args.target)
+        target = "cuda" if args.cuda else args.target
+        _child(tree, args.model, params, STRATEGIES[args.child], target, args.cuda)
         return
     if args.demo_child:
         _demo_child(tree)
         return
 
     here = [sys.argv[0] if Path(sys.argv[0]).is_absolute() else str(ROOT / sys.argv[0])]
-    print(f"checkout {tree}, model {args.model} {params or ''}, target {args.target}")
+    where = f"cuda {args.cuda}" if args.cuda else args.target
+    print(f"checkout {tree}, model {args.model} {params or ''}, target {where}")
     bare = _import_tvm(tree)
     rows = {}
     for which in ("one", "all"):
         extra = ["--tree", str(tree), "--model", args.model, "--target", args.target]
+        extra += ["--cuda", args.cuda] if args.cuda else []
         extra += [f"-p{p}" for p in args.param]
         wall, result = _run([*here, "--child", which, *extra], tree)
         rows[which] = (wall, result)
