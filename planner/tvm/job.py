@@ -290,27 +290,40 @@ def _measure_cuda_memory(reports: list[StrategyReport], arch: str | None = None)
     Measured under TVM's naive allocator: each storage is one ``cudaMalloc`` of its bytes,
     so the measured peak compares with the planned bytes to the byte.
     """
+    import copy
     import subprocess
 
     from planner import npz_files
     from planner.tvm import cuda_memory
 
+    # Strategies whose plans came out the same share one build, exported to identical
+    # files (planner.tvm.compile): each distinct library is measured once.
+    measured: dict[tuple, dict] = {}
     for report in reports:
         library = report.artifacts.get("model.so")
         if not report.ok or not library or not report.inputs_file:
             continue
         try:
-            inputs = npz_files.positional(npz_files.load_arrays(report.inputs_file))
-        except npz_files.UnsafeArrays as exc:
+            key = (_digest(Path(library)), report.inputs_file, report.entry)
+        except OSError as exc:
             report.measured = {"cuda": {"error": str(exc)}}
             continue
-        try:
-            figures = cuda_memory.measure(
-                Path(library), inputs, entry=report.entry, memory_cfg="naive", arch=arch
-            )
-        except (cuda_memory.MeasurementError, OSError, subprocess.TimeoutExpired) as exc:
-            report.measured = {"cuda": {"error": str(exc)}}
-            continue
+        if key in measured:
+            figures = copy.deepcopy(measured[key])
+        else:
+            try:
+                inputs = npz_files.positional(npz_files.load_arrays(report.inputs_file))
+            except npz_files.UnsafeArrays as exc:
+                report.measured = {"cuda": {"error": str(exc)}}
+                continue
+            try:
+                figures = cuda_memory.measure(
+                    Path(library), inputs, entry=report.entry, memory_cfg="naive", arch=arch
+                )
+            except (cuda_memory.MeasurementError, OSError, subprocess.TimeoutExpired) as exc:
+                report.measured = {"cuda": {"error": str(exc)}}
+                continue
+            measured[key] = copy.deepcopy(figures)
         report.measured = {"cuda": figures}
         if figures["untracked_allocations"]:
             # The counter's table overflowed: its live and peak bytes miss those allocations.
@@ -329,6 +342,13 @@ def _measure_cuda_memory(reports: list[StrategyReport], arch: str | None = None)
                 report.intermediate_bytes + figures["workspace_bytes"]
                 + (report.output_bytes or 0)
             )
+
+
+def _digest(path: Path) -> str:
+    import hashlib
+
+    with path.open("rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def main(argv: list[str]) -> int:
