@@ -228,7 +228,9 @@ def _compile(
         measurements = None
         if measurer is not None:
             measurements = _Measurements(
-                measurer, libraries, Path(scratch), inputs, network.entry, memory_configs
+                measurer, libraries, Path(scratch), inputs, network.entry, memory_configs,
+                artifacts=Path(artifacts_dir) if artifacts_dir is not None else None,
+                fcompile=export_compiler,
             )
         for strategy in {s.name: s for s in (stock, *chosen)}.values():
             variant = (reordered if strategy.reorder else variants)[strategy.variant]
@@ -280,9 +282,10 @@ def _compile(
                 measurements.record(builds)
         if artifacts_dir is not None:
             out = Path(artifacts_dir)
-            copies: dict[int, Path] = {}
-            for build in builds.values():
-                _export_library(out, build, copies, fcompile=export_compiler)
+            if measurements is None:
+                copies: dict[int, Path] = {}
+                for build in builds.values():
+                    _export_library(out, build, copies, fcompile=export_compiler)
             # After measuring, so that the plan file carries the measured kernel workspace.
             for build in builds.values():
                 _write_plan_files(out, build)
@@ -916,13 +919,18 @@ class _Measurements:
     Each distinct build is saved as it is built (its executable alone; its kernel library
     exported once, whichever builds use it), in a thread of its own, then handed to the
     measuring process, which measures it under every allocator: both go on while the next
-    strategies build. The same files give the check its VMs, so the kernels are loaded,
-    never JIT-compiled, in this process too.
+    strategies build, and so does the export of kept ``model.so`` files. The same files
+    give the check its VMs, so the kernels are loaded, never JIT-compiled, in this process
+    too. The timing waits until all of it is done.
     """
 
     def __init__(self, measurer, libraries: KernelLibraries, folder: Path, inputs, entry,
-                 configs: Sequence[str]):
+                 configs: Sequence[str], *, artifacts: Path | None = None, fcompile=None):
         self.measurer, self.libraries, self.entry = measurer, libraries, entry
+        #: Where each build's ``model.so`` goes, exported in the same thread (kept
+        #: artifacts only), and the file of each executable exported so far.
+        self.artifacts, self.fcompile = artifacts, fcompile
+        self.copies: dict[int, Path] = {}
         self.configs = tuple(configs)
         self.folder = folder / "measured"
         self.folder.mkdir(exist_ok=True)
@@ -937,6 +945,10 @@ class _Measurements:
 
     def start(self, build: _Build) -> None:
         same = id(build.executable)
+        if self.artifacts is not None and build.executable is not None:
+            self._saver.submit(
+                _export_library, self.artifacts, build, self.copies, fcompile=self.fcompile
+            )
         if not build.report.ok or build.executable is None or same in self.saved:
             return
         path = self.folder / f"executable-{len(self.saved)}.vm"
