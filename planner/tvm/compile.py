@@ -224,6 +224,9 @@ def _compile(
     inputs = draws[0]
     builds: dict[str, _Build] = {}
     stock = check_names([STOCK])[0]
+    # A kept model.so is a Result's artifact: none for the reference build where tvm-stock
+    # is not one of the strategies asked for.
+    wanted = {s.name for s in chosen}
     with tempfile.TemporaryDirectory(prefix="peakwatch-build-") as scratch:
         measurements = None
         if measurer is not None:
@@ -268,7 +271,9 @@ def _compile(
             report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
             if measurements is not None:
                 # Measured while the next strategies build, in the measuring process.
-                measurements.start(build)
+                measurements.start(build, keep=strategy.name in wanted)
+        if measurements is not None:
+            measurements.export_kept()
         try:
             if check_locally:
                 _check_and_time(
@@ -284,8 +289,9 @@ def _compile(
             out = Path(artifacts_dir)
             if measurements is None:
                 copies: dict[int, Path] = {}
-                for build in builds.values():
-                    _export_library(out, build, copies, fcompile=export_compiler)
+                for strategy_name, build in builds.items():
+                    if strategy_name in wanted:
+                        _export_library(out, build, copies, fcompile=export_compiler)
             # After measuring, so that the plan file carries the measured kernel workspace.
             for build in builds.values():
                 _write_plan_files(out, build)
@@ -919,9 +925,10 @@ class _Measurements:
     Each distinct build is saved as it is built (its executable alone; its kernel library
     exported once, whichever builds use it), in a thread of its own, then handed to the
     measuring process, which measures it under every allocator: both go on while the next
-    strategies build, and so does the export of kept ``model.so`` files. The same files
-    give the check its VMs, so the kernels are loaded, never JIT-compiled, in this process
-    too. The timing waits until all of it is done.
+    strategies build. The same files give the check its VMs, so the kernels are loaded,
+    never JIT-compiled, in this process too. Kept ``model.so`` files are exported in that
+    thread once every build is saved (:meth:`export_kept`), while the checks run; the
+    timing waits until all of it is done.
     """
 
     def __init__(self, measurer, libraries: KernelLibraries, folder: Path, inputs, entry,
@@ -931,6 +938,7 @@ class _Measurements:
         #: artifacts only), and the file of each executable exported so far.
         self.artifacts, self.fcompile = artifacts, fcompile
         self.copies: dict[int, Path] = {}
+        self._kept: list[_Build] = []
         self.configs = tuple(configs)
         self.folder = folder / "measured"
         self.folder.mkdir(exist_ok=True)
@@ -943,16 +951,22 @@ class _Measurements:
         self.saved: dict[int, Future] = {}
         self.pending: dict[int, dict[str, Future]] = {}
 
-    def start(self, build: _Build) -> None:
+    def start(self, build: _Build, *, keep: bool = True) -> None:
         same = id(build.executable)
-        if self.artifacts is not None and build.executable is not None:
-            self._saver.submit(
-                _export_library, self.artifacts, build, self.copies, fcompile=self.fcompile
-            )
+        if keep and self.artifacts is not None and build.executable is not None:
+            self._kept.append(build)
         if not build.report.ok or build.executable is None or same in self.saved:
             return
         path = self.folder / f"executable-{len(self.saved)}.vm"
         self.saved[same] = self._saver.submit(self._save, build, path, same)
+
+    def export_kept(self) -> None:
+        """Export every kept ``model.so``, after the saves the checks wait for."""
+        for build in self._kept:
+            self._saver.submit(
+                _export_library, self.artifacts, build, self.copies, fcompile=self.fcompile
+            )
+        self._kept = []
 
     def _save(self, build: _Build, path: Path, same: int):
         try:

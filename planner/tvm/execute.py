@@ -58,28 +58,40 @@ _SCOPE_SAVING = re.compile(
 )
 
 
-#: File descriptor 2 belongs to the whole process: two threads swapping it at once would
-#: leave it pointing at a closed file.
-_STDERR_HELD = threading.Lock()
+#: File descriptor 2 belongs to the whole process: threads that hold back stderr at the
+#: same time (one saving an executable while another loads one) share one redirection,
+#: made by the first to enter and undone by the last to leave.
+_STDERR_LOCK = threading.Lock()
+_held_stderr: list = []  # [the temporary file, the original descriptor, how many inside]
 
 
 @contextlib.contextmanager
 def quiet_executable_io() -> Iterator[None]:
     """Hold back what native code writes to stderr meanwhile, then pass on every line but
     those warnings. (At the file descriptor: TVM's C++ logging bypasses ``sys.stderr``.)"""
-    sys.stderr.flush()
-    with _STDERR_HELD, tempfile.TemporaryFile() as held:
-        original = os.dup(2)
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(original, 2)
-            os.close(original)
-            held.seek(0)
-            kept = b"".join(line for line in held if not _SCOPE_SAVING.match(line))
-            if kept:
-                os.write(2, kept)
+    with _STDERR_LOCK:
+        if not _held_stderr:
+            sys.stderr.flush()
+            held = tempfile.TemporaryFile()
+            original = os.dup(2)
+            os.dup2(held.fileno(), 2)
+            _held_stderr[:] = [held, original, 0]
+        _held_stderr[2] += 1
+    try:
+        yield
+    finally:
+        with _STDERR_LOCK:
+            _held_stderr[2] -= 1
+            if _held_stderr[2] == 0:
+                held, original, _ = _held_stderr
+                _held_stderr.clear()
+                os.dup2(original, 2)
+                os.close(original)
+                held.seek(0)
+                kept = b"".join(line for line in held if not _SCOPE_SAVING.match(line))
+                held.close()
+                if kept:
+                    os.write(2, kept)
 
 
 def device_for(target: tvm.target.Target) -> tvm.runtime.Device:
