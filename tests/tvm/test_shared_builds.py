@@ -134,8 +134,16 @@ def test_a_saved_executable_runs_with_its_kernels_loaded_again(tmp_path):
     assert np.isfinite(result.numpy()).all()
 
 
+def _python(script: str) -> str:
+    """What a fresh interpreter prints running ``script`` in the checkout."""
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip()
+
+
 def test_compiling_a_zoo_model_never_imports_torch():
-    script = (
+    printed = _python(
         "import sys\n"
         "from planner.tvm.compile import compile_model\n"
         "from planner.tvm.zoo import ModelSource\n"
@@ -143,22 +151,28 @@ def test_compiling_a_zoo_model_never_imports_torch():
         "assert report.outputs_match and report.measured_peak_bytes, report.error\n"
         "print('torch' in sys.modules)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
 
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip() == "False"
+    assert printed == "False"
 
 
 def test_a_model_file_still_gets_the_real_torch_after_tvm():
-    script = (
+    printed = _python(
         "import planner.tvm.compile, sys\n"
         "assert 'torch' not in sys.modules\n"
         "import torch\n"
         "print(torch.ones(2).sum().item())\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
 
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.strip() == "2.0"
+    assert printed == "2.0"
+
+
+def test_what_a_worker_imports_of_the_wing_imports_no_tvm():
+    # A worker names toolchains, strategies and handed-over files; it never runs TVM.
+    printed = _python(
+        "import sys\n"
+        "import planner.tvm.imported, planner.tvm.toolchain, planner.tvm.strategies\n"
+        "import planner.tvm.repo_code, planner.tvm.micro.boards\n"
+        "print('tvm' in sys.modules, 'torch' in sys.modules)\n"
+    )
+
+    assert printed == "False False"
