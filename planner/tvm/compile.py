@@ -272,8 +272,6 @@ def _compile(
             if measurements is not None:
                 # Measured while the next strategies build, in the measuring process.
                 measurements.start(build, keep=strategy.name in wanted)
-        if measurements is not None:
-            measurements.export_kept()
         try:
             if check_locally:
                 _check_and_time(
@@ -922,23 +920,23 @@ def _check_and_time(
 class _Measurements:
     """The memory measurement of one compile's builds, in the job's measuring process.
 
-    Each distinct build is saved as it is built (its executable alone; its kernel library
-    exported once, whichever builds use it), in a thread of its own, then handed to the
-    measuring process, which measures it under every allocator: both go on while the next
-    strategies build. The same files give the check its VMs, so the kernels are loaded,
-    never JIT-compiled, in this process too. Kept ``model.so`` files are exported in that
-    thread once every build is saved (:meth:`export_kept`), while the checks run; the
-    timing waits until all of it is done.
+    Each distinct build asked for is written out as soon as it is built, in a thread of its
+    own, and handed to the measuring process, which measures it under every allocator: both
+    go on while the next strategies build. Where artifacts are kept, what is written is the
+    build's ``model.so`` (the artifact itself, exported once per distinct build); otherwise
+    its executable alone, beside its kernel library exported once, whichever builds use it.
+    The same files give the check its VMs, so the kernels are loaded, never JIT-compiled,
+    in this process too. The timing waits until all of it is done. The reference build of
+    a compile that did not ask for tvm-stock is checked against, not measured.
     """
 
     def __init__(self, measurer, libraries: KernelLibraries, folder: Path, inputs, entry,
                  configs: Sequence[str], *, artifacts: Path | None = None, fcompile=None):
         self.measurer, self.libraries, self.entry = measurer, libraries, entry
-        #: Where each build's ``model.so`` goes, exported in the same thread (kept
-        #: artifacts only), and the file of each executable exported so far.
+        #: Where each build's ``model.so`` goes (kept artifacts only), and the file of each
+        #: executable exported so far, which strategies sharing it copy.
         self.artifacts, self.fcompile = artifacts, fcompile
         self.copies: dict[int, Path] = {}
-        self._kept: list[_Build] = []
         self.configs = tuple(configs)
         self.folder = folder / "measured"
         self.folder.mkdir(exist_ok=True)
@@ -946,36 +944,41 @@ class _Measurements:
         np.savez(self.arrays, *inputs)
         # Saving and exporting write files and run the C compiler, both outside the GIL.
         self._saver = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="save")
-        #: By executable: its saved file and kernel library (None where saving failed),
-        #: and the pending figures by allocator.
+        #: By executable: (file, kernel library or None) once written, None where writing
+        #: failed, and the pending figures by allocator.
         self.saved: dict[int, Future] = {}
         self.pending: dict[int, dict[str, Future]] = {}
 
     def start(self, build: _Build, *, keep: bool = True) -> None:
+        """Write ``build`` out and measure it; ``keep``: a strategy asked for (else the
+        reference alone, which is neither kept nor measured)."""
         same = id(build.executable)
-        if keep and self.artifacts is not None and build.executable is not None:
-            self._kept.append(build)
-        if not build.report.ok or build.executable is None or same in self.saved:
+        if not keep or not build.report.ok or build.executable is None:
+            return
+        if same in self.saved:
+            if self.artifacts is not None:
+                # The same build under another strategy: a copy of its model.so.
+                self._saver.submit(_export_library, self.artifacts, build, self.copies)
             return
         path = self.folder / f"executable-{len(self.saved)}.vm"
         self.saved[same] = self._saver.submit(self._save, build, path, same)
 
-    def export_kept(self) -> None:
-        """Export every kept ``model.so``, after the saves the checks wait for."""
-        for build in self._kept:
-            self._saver.submit(
-                _export_library, self.artifacts, build, self.copies, fcompile=self.fcompile
-            )
-        self._kept = []
-
     def _save(self, build: _Build, path: Path, same: int):
-        try:
-            library = library_of(build.executable)
-            kernels = self.libraries.export(library, self.folder) if library else None
-            save_executable(build.executable, path)
-        except Exception as exc:  # a missing C compiler must not lose the other figures
-            log.warning("could not save %s for measuring: %s", build.report.strategy, exc)
-            return None
+        library = None
+        kernels = None
+        if self.artifacts is not None:
+            _export_library(self.artifacts, build, self.copies, fcompile=self.fcompile)
+            if build.library is None:
+                return None
+            path = build.library
+        else:
+            try:
+                library = library_of(build.executable)
+                kernels = self.libraries.export(library, self.folder) if library else None
+                save_executable(build.executable, path)
+            except Exception as exc:  # a missing C compiler must not lose the other figures
+                log.warning("could not save %s for measuring: %s", build.report.strategy, exc)
+                return None
         self.pending[same] = {
             config: self.measurer.submit(
                 path, self.arrays, kernels=kernels, entry=self.entry, memory_cfg=config
@@ -990,6 +993,8 @@ class _Measurements:
         if saved is None:
             return execute.load(build.executable, dev)
         path, library = saved
+        if path.suffix == ".so":  # a whole model.so
+            return execute.load(tvm.runtime.load_module(str(path)), dev)
         kernels = self.libraries.loaded(library) if library is not None else None
         return execute.load(load_executable(path, kernels), dev)
 

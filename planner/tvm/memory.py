@@ -112,9 +112,10 @@ class MeasuringProcess:
         entry: str = "forward",
         memory_cfg: str = "pooled",
     ) -> dict:
-        """Measure one build: ``executable`` (:func:`planner.tvm.kernels.save_executable`)
-        linked to ``kernels`` (a shared object), or a whole ``export_library`` file as
-        ``executable`` with no ``kernels``; inputs as an ``.npz`` of positional arrays."""
+        """Measure one build: ``executable`` as a ``.vm`` file
+        (:func:`planner.tvm.kernels.save_executable`) linked to ``kernels`` (a shared
+        object), or a whole ``export_library`` file (``.so``), with no ``kernels``; inputs
+        as an ``.npz`` of positional arrays."""
         if memory_cfg not in MEMORY_CONFIGS:
             raise ValueError(f"memory_cfg must be one of {MEMORY_CONFIGS}")
         self.start()
@@ -194,10 +195,10 @@ def _measure_here(executable: str, kernels, arrays: str, entry: str, memory_cfg:
     from planner.tvm.kernels import load_executable
 
     dev = tvm.cpu()
-    if kernels is None:
-        loaded = tvm.runtime.load_module(executable)
-    else:
+    if Path(executable).suffix == ".vm":
         loaded = load_executable(Path(executable), kernels)
+    else:  # a whole export_library file
+        loaded = tvm.runtime.load_module(executable)
     with np.load(arrays) as data:
         host = [data[f"arr_{i}"] for i in range(len(data.files))]
     before_weights = _stats(shim)["live"]

@@ -61,6 +61,18 @@ def test_equal_plans_are_one_build_with_one_set_of_figures():
     assert by_name["none"].latency_ms["samples"] != by_name["best-fit"].latency_ms["samples"]
 
 
+def test_a_kept_model_so_is_measured_to_the_same_bytes_as_a_saved_executable(tmp_path):
+    strategies = ["tvm-stock", "none", "best-fit"]
+
+    kept = compile_model(CNN, strategies, repeat=0, artifacts_dir=tmp_path)
+    alone = compile_model(CNN, strategies, repeat=0)
+
+    assert all("model.so" in r.artifacts for r in kept)
+    for with_file, without in zip(kept, alone, strict=True):
+        assert with_file.measured == without.measured
+        assert with_file.measured["pooled"]["inference_peak_bytes"] > 0
+
+
 def _saved_builds(tmp_path, strategies):
     """(executable files, kernels file, inputs file) of ``strategies``' builds of the MLP."""
     from planner.tvm import compile as compiling
