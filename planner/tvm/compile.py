@@ -926,8 +926,10 @@ class _Measurements:
     build's ``model.so`` (the artifact itself, exported once per distinct build); otherwise
     its executable alone, beside its kernel library exported once, whichever builds use it.
     The same files give the check its VMs, so the kernels are loaded, never JIT-compiled,
-    in this process too. The timing waits until all of it is done. The reference build of
-    a compile that did not ask for tvm-stock is checked against, not measured.
+    in this process too (a JIT compile beside that thread's exports would use one LLVM
+    module from two threads at once). The timing waits until all of it is done. The
+    reference build of a compile that did not ask for tvm-stock is written out for the
+    check alone, not kept or measured.
     """
 
     def __init__(self, measurer, libraries: KernelLibraries, folder: Path, inputs, entry,
@@ -951,22 +953,22 @@ class _Measurements:
 
     def start(self, build: _Build, *, keep: bool = True) -> None:
         """Write ``build`` out and measure it; ``keep``: a strategy asked for (else the
-        reference alone, which is neither kept nor measured)."""
+        reference alone, written out for the check only, neither kept nor measured)."""
         same = id(build.executable)
-        if not keep or not build.report.ok or build.executable is None:
+        if not build.report.ok or build.executable is None:
             return
         if same in self.saved:
-            if self.artifacts is not None:
+            if keep and self.artifacts is not None:
                 # The same build under another strategy: a copy of its model.so.
                 self._saver.submit(_export_library, self.artifacts, build, self.copies)
             return
         path = self.folder / f"executable-{len(self.saved)}.vm"
-        self.saved[same] = self._saver.submit(self._save, build, path, same)
+        self.saved[same] = self._saver.submit(self._save, build, path, same, keep)
 
-    def _save(self, build: _Build, path: Path, same: int):
+    def _save(self, build: _Build, path: Path, same: int, keep: bool):
         library = None
         kernels = None
-        if self.artifacts is not None:
+        if keep and self.artifacts is not None:
             _export_library(self.artifacts, build, self.copies, fcompile=self.fcompile)
             if build.library is None:
                 return None
@@ -979,18 +981,22 @@ class _Measurements:
             except Exception as exc:  # a missing C compiler must not lose the other figures
                 log.warning("could not save %s for measuring: %s", build.report.strategy, exc)
                 return None
-        self.pending[same] = {
-            config: self.measurer.submit(
-                path, self.arrays, kernels=kernels, entry=self.entry, memory_cfg=config
-            )
-            for config in self.configs
-        }
+        if keep:
+            self.pending[same] = {
+                config: self.measurer.submit(
+                    path, self.arrays, kernels=kernels, entry=self.entry, memory_cfg=config
+                )
+                for config in self.configs
+            }
         return path, library
 
     def loader(self, build: _Build, dev):
         saving = self.saved.get(id(build.executable))
         saved = saving.result() if saving is not None else None
         if saved is None:
+            # JIT-compiling a kernel library while the saving thread exports it would
+            # use one LLVM module from two threads: that thread finishes first.
+            self._saver.shutdown(wait=True)
             return execute.load(build.executable, dev)
         path, library = saved
         if path.suffix == ".so":  # a whole model.so
