@@ -4,6 +4,7 @@ import json
 import random
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -95,14 +96,24 @@ def test_hill_climb_on_a_large_problem_answers_within_five_percent_of_its_limit(
     limit = 2.0
     strategy = get_strategy("hill-climb")
 
+    # The processor time this process has used when the deadline passes: what the strategy
+    # does after it is counted in processor time, which a machine busy with other tests
+    # (the suite runs in two processes on two cores) does not stretch as it does wall time.
+    at_deadline = []
+    timer = threading.Timer(limit, lambda: at_deadline.append(time.process_time()))
     started = time.perf_counter()
+    timer.start()
     placement = strategy(problem, time_limit=limit)
+    after = time.process_time()
     elapsed = time.perf_counter() - started
+    timer.cancel()
 
     # Unbounded, it would climb for its 3,000 iterations, each a re-placing of up to every
     # buffer. What it does after its deadline (the cut re-placing, turning the plan into
-    # offsets by id) must fit in the 5% the limit allows; the slack is for a busy machine.
-    assert elapsed < limit * 1.05 + 0.1
+    # offsets by id) must fit in the 5% the limit allows, with 0.1 s of slack.
+    after_deadline = after - at_deadline[0] if at_deadline else 0.0  # none: it was in time
+    assert after_deadline < limit * 0.05 + 0.1
+    assert elapsed < 2 * limit
     assert len(placement.offsets) == len(problem)
 
 
