@@ -157,8 +157,8 @@ def install_compile_callback(arch: str | None = None) -> None:
 def compile_kernels(library, target) -> int:
     """NVRTC-compile the kernels of a kernel library (a runtime module) that kept them as
     CUDA source (TVM does where its CUDA runtime is not loaded: a host without a GPU), for
-    ``target``'s architecture;
-    the bytes of cubin made. A kernel the board could not compile fails here, on any host.
+    ``target``'s architecture; the bytes of cubin made. A kernel the board could not compile
+    fails here, on any host.
     """
     made = 0
     for module in _modules(library):

@@ -36,8 +36,10 @@ _LOAD_EXECUTABLE = f"ffi.Module.load_from_file.{_EXECUTABLE_KIND}"
 class KernelLibrary:
     """One compiled set of kernels and the builds that link it."""
 
-    #: The PrimFuncs it was built from, to compare with a later build's.
+    #: The PrimFuncs it was built from, and their structural hash, to compare with a later
+    #: build's.
     functions: tvm.IRModule
+    key: int
     target: str
     #: The runtime module every executable of this library imports.
     runtime: tvm.runtime.Module
@@ -52,8 +54,6 @@ class KernelLibraries:
     """The kernel libraries of one process's builds: each distinct one built once."""
 
     libraries: list[KernelLibrary] = field(default_factory=list)
-    #: Seconds spent in the TIR build (code generation).
-    build_seconds: float = 0.0
     #: Every module built, with its executable: two strategies whose plans come out the
     #: same (several strategies often find the same offsets) are one build.
     _built: list[tuple[int, str, tvm.IRModule, relax.VMExecutable]] = field(default_factory=list)
@@ -63,8 +63,6 @@ class KernelLibraries:
         earlier build of the same kernels for the same target where there is one. A module
         equal to one built before (kernels, plan and constants) gets that build's
         executable itself: callers run, check and measure it once."""
-        import time
-
         key = tvm_ffi.structural_hash(mod)
         for known, built_for, module, executable in self._built:
             if (known, built_for) == (key, str(target)) and tvm_ffi.structural_equal(module, mod):
@@ -80,14 +78,15 @@ class KernelLibraries:
         }
         library = None
         if functions:
-            library = self._find(tvm.IRModule(functions), str(target))
+            kernels = tvm.IRModule(functions)
+            library = self._find(kernels, str(target))
             if library is None:
-                started = time.perf_counter()
                 tir_mod = tvm.IRModule(functions, attrs=leftover.attrs)
                 tir_mod = vm_build._auto_attach_system_lib_prefix(tir_mod, target, None)
                 runtime = tvm.tirx.build(tir_mod, target=target)
-                self.build_seconds += time.perf_counter() - started
-                library = KernelLibrary(tvm.IRModule(functions), str(target), runtime)
+                library = KernelLibrary(
+                    kernels, tvm_ffi.structural_hash(kernels), str(target), runtime
+                )
                 if target.kind.name == "cuda":
                     from planner.tvm import cuda
 
@@ -111,8 +110,7 @@ class KernelLibraries:
         key = tvm_ffi.structural_hash(functions)
         for library in self.libraries:
             if (
-                library.target == target
-                and tvm_ffi.structural_hash(library.functions) == key
+                (library.key, library.target) == (key, target)
                 and tvm_ffi.structural_equal(library.functions, functions)
             ):
                 return library
@@ -125,7 +123,6 @@ class KernelLibraries:
             library.runtime.export_library(str(path), **options)
             library.exported, library.loaded = path, None
         return library.exported
-
 
     def loaded(self, library: KernelLibrary) -> tvm.runtime.Module:
         """The exported ``library`` loaded into this process, once (no JIT compilation)."""
