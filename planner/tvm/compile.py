@@ -289,7 +289,10 @@ def _compile(
                 copies: dict[int, Path] = {}
                 for strategy_name, build in builds.items():
                     if strategy_name in wanted:
-                        _export_library(out, build, copies, fcompile=export_compiler)
+                        _export_library(
+                            out, build, copies, fcompile=export_compiler,
+                            libraries=libraries, scratch=Path(scratch),
+                        )
             # After measuring, so that the plan file carries the measured kernel workspace.
             for build in builds.values():
                 _write_plan_files(out, build)
@@ -969,7 +972,10 @@ class _Measurements:
         library = None
         kernels = None
         if keep and self.artifacts is not None:
-            _export_library(self.artifacts, build, self.copies, fcompile=self.fcompile)
+            _export_library(
+                self.artifacts, build, self.copies, fcompile=self.fcompile,
+                libraries=self.libraries, scratch=self.folder,
+            )
             if build.library is None:
                 return None
             path = build.library
@@ -1047,9 +1053,14 @@ def _folder(root: Path, report: StrategyReport) -> Path:
     return folder
 
 
-def _export_library(root: Path, build: _Build, copies: dict[int, Path], *, fcompile=None) -> None:
+def _export_library(
+    root: Path, build: _Build, copies: dict[int, Path], *, fcompile=None,
+    libraries: KernelLibraries | None = None, scratch: Path | None = None,
+) -> None:
     """The build as one ``model.so``, a kept artifact that boards and users load whole;
-    strategies that share a build share its file's content (``copies``, by executable)."""
+    strategies that share a build share its file's content (``copies``, by executable).
+    With ``libraries`` (and no cross compiler), builds that share kernels share their
+    machine code, generated once into ``scratch``."""
     report = build.report
     if build.executable is None:
         return
@@ -1059,8 +1070,11 @@ def _export_library(root: Path, build: _Build, copies: dict[int, Path], *, fcomp
         if earlier is not None:
             shutil.copyfile(earlier, library)
         else:
-            options = {} if fcompile is None else {"fcompile": fcompile}
-            execute.export_library(build.executable, str(library), **options)
+            if fcompile is None and libraries is not None and scratch is not None:
+                libraries.export_model(build.executable, library, scratch)
+            else:
+                options = {} if fcompile is None else {"fcompile": fcompile}
+                execute.export_library(build.executable, str(library), **options)
             copies[id(build.executable)] = library
         build.library = library
         report.artifacts["model.so"] = str(library)

@@ -19,6 +19,7 @@ The executable's own part (bytecode and bound constants) is saved alone with
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,9 @@ class KernelLibrary:
     #: The shared object :meth:`KernelLibraries.export` wrote, once, and that file loaded.
     exported: Path | None = None
     loaded: tvm.runtime.Module | None = None
+    #: Its machine code as an object file, written once for every ``model.so`` that links
+    #: it (:meth:`KernelLibraries.export_model`).
+    object_file: Path | None = None
     builds: int = 0
 
 
@@ -120,9 +124,65 @@ class KernelLibraries:
         """``library`` as a shared object in ``folder``, written the first time only."""
         if library.exported is None or not library.exported.is_file():
             path = Path(folder) / f"kernels-{self.libraries.index(library)}.so"
-            library.runtime.export_library(str(path), **options)
+            if options:
+                library.runtime.export_library(str(path), **options)
+            else:
+                self._link(library.runtime, library, path, Path(folder))
             library.exported, library.loaded = path, None
         return library.exported
+
+    def export_model(self, executable: relax.VMExecutable, path: Path, folder: Path) -> None:
+        """``executable`` as one shared object at ``path`` (its kernels and its own part),
+        as ``export_library`` writes it, with the kernels' machine code generated once per
+        library: ``export_library`` runs LLVM's code generation for the kernels again at
+        every call, which made each distinct plan of a kept compile cost a kernel build.
+        ``folder`` keeps the library's object file for the next build that links it."""
+        library = library_of(executable)
+        if library is None:
+            from planner.tvm.execute import export_library
+
+            export_library(executable, str(path))
+        else:
+            self._link(executable.mod, library, path, Path(folder))
+
+    def _link(
+        self, root: tvm.runtime.Module, library: KernelLibrary, path: Path, folder: Path
+    ) -> None:
+        """What ``root.export_library(path)`` writes where ``library`` is the one module of
+        ``root``'s tree compiled to machine code, from the library's object file (written
+        the first time). Any other tree (C sources, a second compiled module) is exported
+        by ``export_library`` itself."""
+        from tvm.runtime import _ffi_api as runtime_api
+        from tvm.support import cc
+
+        from planner.tvm.execute import quiet_executable_io
+
+        runtime = library.runtime
+        compiled = root._collect_dso_modules()
+        if runtime.kind != "llvm" or len(compiled) != 1 or not compiled[0].same_as(runtime):
+            with quiet_executable_io():
+                root.export_library(str(path))
+            return
+        if library.object_file is None or not library.object_file.is_file():
+            object_file = folder / f"kernels-{self.libraries.index(library)}.o"
+            runtime.write_to_file(str(object_file))
+            library.object_file = object_file
+        files = [str(library.object_file)]
+        with tempfile.TemporaryDirectory(dir=folder) as scratch:
+            if root.imports:
+                # The executable's own part and every module it imports but the kernels
+                # (a CUDA board's device code), packed as export_library packs them.
+                prefix = runtime.get_function("__tvm_get_system_lib_prefix")() or ""
+                packed = Path(scratch) / f"{prefix}devc.o"
+                with quiet_executable_io():
+                    runtime_api.ModulePackImportsToLLVM(
+                        root,
+                        bool(runtime.get_function("__tvm_is_system_module")()),
+                        runtime.get_function("_get_target_string")(),
+                        prefix,
+                    ).write_to_file(str(packed))
+                files.append(str(packed))
+            cc.create_shared(str(path), files)
 
     def loaded(self, library: KernelLibrary) -> tvm.runtime.Module:
         """The exported ``library`` loaded into this process, once (no JIT compilation)."""
