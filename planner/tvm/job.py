@@ -145,6 +145,17 @@ def _repo_plan(name, problem, root, job: JobSpec, lookup, repo_code) -> dict:
 def run_compile(job: JobSpec) -> list[StrategyReport]:
     """Plan, build, check and measure; with ``imported``, from the import phase's folder."""
     from planner.tvm import memory
+
+    # One warm measuring process for the whole job (every strategy at every point), and for
+    # no other job; started before this process imports TVM, so that the two imports run
+    # side by side rather than the measuring one beside the builds.
+    with memory.MeasuringProcess() as measurer:
+        if job.check_locally and (job.memory_configs is None or job.memory_configs):
+            measurer.start()
+        return _run_compile(job, measurer)
+
+
+def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
     from planner.tvm.compile import compile_model
     from planner.tvm.zoo import ModelSource
 
@@ -193,18 +204,17 @@ def run_compile(job: JobSpec) -> list[StrategyReport]:
         from planner.tvm.micro import report as micro_report
 
         options.update(micro_report.compile_options(options))
+    options["measurer"] = measurer
     try:
-        # One warm measuring process for the whole job (every strategy at every point),
-        # and for no other job.
-        with memory.MeasuringProcess() as measurer:
-            options["measurer"] = measurer
-            if job.shapes is not None:
-                reports = _compile_shapes(source, job, options)
-            else:
-                reports = compile_model(source, job.strategies, model_name=job.model, **options)
+        if job.shapes is not None:
+            reports = _compile_shapes(source, job, options)
+        else:
+            reports = compile_model(source, job.strategies, model_name=job.model, **options)
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job.model)
         return _failed(job, failure_text(exc, "build"))
+    finally:
+        measurer.close()
     if micro is not None:
         unbound = None
         if imported is not None:
