@@ -13,6 +13,7 @@ import json
 import logging
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -235,7 +236,8 @@ def _compile(
                 artifacts=Path(artifacts_dir) if artifacts_dir is not None else None,
                 fcompile=export_compiler,
             )
-        for strategy in {s.name: s for s in (stock, *chosen)}.values():
+
+        def plan_and_build(strategy) -> None:
             variant = (reordered if strategy.reorder else variants)[strategy.variant]
             report = StrategyReport(
                 model=name,
@@ -272,15 +274,43 @@ def _compile(
             if measurements is not None:
                 # Measured while the next strategies build, in the measuring process.
                 measurements.start(build, keep=strategy.name in wanted)
+
+        order = list({s.name: s for s in (stock, *chosen)}.values())
+        # The rewritten kernels are a second kernel library: planned and built in a thread
+        # beside the others (TVM's builds release the GIL), so that a compile that asks for
+        # both pays for the longer of the two, not their sum, where a second core is free.
+        apart = [s for s in order if s.variant is Variant.REWRITES]
+        here = [s for s in order if s.variant is not Variant.REWRITES]
+        if not here:
+            here, apart = apart, []
+        exported = (measurements is not None or artifacts_dir is not None) and (
+            export_compiler is None
+        )
+        libraries.emit_to = Path(scratch) if exported else None
+        beside = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rewrites")
         try:
+            rewritten = beside.submit(lambda: [plan_and_build(s) for s in apart])
+            for strategy in here:
+                plan_and_build(strategy)
+
+            def built_beside() -> dict[str, _Build]:
+                rewritten.result()
+                return {s.name: builds[s.name] for s in apart}
+
             if check_locally:
+                # The builds made here are checked while the rewritten ones still build.
                 _check_and_time(
-                    network, builds, tgt, repeat, *draws,
+                    network, {s.name: builds[s.name] for s in here}, tgt, repeat, *draws,
                     loader=measurements.loader if measurements is not None else None,
                     settle=measurements.wait if measurements is not None else None,
+                    later=built_beside if apart else None,
                 )
+            rewritten.result()
         finally:
+            beside.shutdown(wait=True)
+            libraries.emit_to = None
             # Whatever happened, nothing may still read the scratch folder once it goes.
+            builds = {s.name: builds[s.name] for s in order if s.name in builds}
             if measurements is not None:
                 measurements.record(builds)
         if artifacts_dir is not None:
@@ -884,25 +914,31 @@ def _unlike(expected: list[np.ndarray], outputs: list[np.ndarray]) -> str:
 
 def _check_and_time(
     network, builds: dict[str, _Build], target, repeat: int, inputs, *more_inputs,
-    loader=None, settle=None,
+    loader=None, settle=None, later=None,
 ) -> None:
     """Run, check and time each distinct build once: strategies whose plans came out the
     same share one executable (:class:`planner.tvm.kernels.KernelLibraries`), and so its
     check and its latency samples. ``loader(build, dev)`` makes a build's VM (default: from
     its executable, JIT-compiling its kernels once per library); ``settle()`` runs before
-    the timing, which needs the machine to itself."""
+    the timing, which needs the machine to itself. ``later()`` gives the builds still being
+    made: ``builds`` are checked meanwhile, those next, and all are timed together."""
     load = loader or (lambda build, dev: execute.load(build.executable, dev))
     dev = execute.device_for(target)
-    runnable = {s: b for s, b in builds.items() if b.report.ok}
     first: dict[int, str] = {}
-    for strategy, build in sorted(runnable.items(), key=lambda item: item[0] != STOCK):
-        first.setdefault(id(build.executable), strategy)
-    loaders = {
-        strategy: (lambda b=runnable[strategy]: load(b, dev))
-        for strategy in first.values()
-    }
+    every = dict(builds)
+
+    def loaders(group: dict[str, _Build]) -> dict:
+        every.update(group)
+        made = {}
+        runnable = {s: b for s, b in group.items() if b.report.ok}
+        for strategy, build in sorted(runnable.items(), key=lambda item: item[0] != STOCK):
+            if id(build.executable) not in first:
+                first[id(build.executable)] = strategy
+                made[strategy] = lambda b=build: load(b, dev)
+        return made
+
     checks = execute.check_and_time(
-        loaders,
+        loaders(builds),
         dev,
         inputs,
         reference=STOCK,
@@ -911,13 +947,17 @@ def _check_and_time(
         rtol=RTOL,
         atol=ATOL,
         more_inputs=more_inputs,
-        judge_reference=_judge_reference(network, builds, [inputs, *more_inputs]),
+        judge_reference=_judge_reference(network, every, [inputs, *more_inputs]),
         before_timing=settle,
+        later=(lambda: loaders(later())) if later is not None else None,
     )
-    for build in runnable.values():
-        check = checks[first[id(build.executable)]]
-        for key, value in check.report_fields().items():
-            setattr(build.report, key, value)
+    if later is not None:
+        every.update(later())
+    for build in every.values():
+        if build.report.ok:
+            check = checks[first[id(build.executable)]]
+            for key, value in check.report_fields().items():
+                setattr(build.report, key, value)
 
 
 class _Measurements:
@@ -953,6 +993,7 @@ class _Measurements:
         #: failed, and the pending figures by allocator.
         self.saved: dict[int, Future] = {}
         self.pending: dict[int, dict[str, Future]] = {}
+        self._starting = threading.Lock()
 
     def start(self, build: _Build, *, keep: bool = True) -> None:
         """Write ``build`` out and measure it; ``keep``: a strategy asked for (else the
@@ -960,13 +1001,14 @@ class _Measurements:
         same = id(build.executable)
         if not build.report.ok or build.executable is None:
             return
-        if same in self.saved:
-            if keep and self.artifacts is not None:
-                # The same build under another strategy: a copy of its model.so.
-                self._saver.submit(_export_library, self.artifacts, build, self.copies)
-            return
-        path = self.folder / f"executable-{len(self.saved)}.vm"
-        self.saved[same] = self._saver.submit(self._save, build, path, same, keep)
+        with self._starting:  # strategies build in two threads (see _compile)
+            if same in self.saved:
+                if keep and self.artifacts is not None:
+                    # The same build under another strategy: a copy of its model.so.
+                    self._saver.submit(_export_library, self.artifacts, build, self.copies)
+                return
+            path = self.folder / f"executable-{len(self.saved)}.vm"
+            self.saved[same] = self._saver.submit(self._save, build, path, same, keep)
 
     def _save(self, build: _Build, path: Path, same: int, keep: bool):
         library = None

@@ -173,20 +173,32 @@ def interleaved_latency(
     """Time every executable in turn, round after round.
 
     Run-to-run noise on a shared CPU is 10-40%; timing one build after another would put a
-    slow phase of the machine on one strategy only, so each round times each build once.
+    slow phase of the machine on one strategy only, so the samples are taken in rounds that
+    time each build in turn. Every call of TVM's time evaluator first runs the function
+    once untimed, so that each sample follows a run of the same build: two rounds of
+    several samples pay for that run twice per build, where a round per sample paid for it
+    once per sample (half of all the runs).
     """
-    evaluators = {}
+    rounds = [len(part) for part in np.array_split(range(repeat), min(repeat, ROUNDS))]
+    evaluators: dict[str, dict[int, Callable]] = {}
     for name, vm in vms.items():
         args = [tvm.runtime.tensor(v, dev) for v in inputs]
         vm.save_function(entry, f"{entry}_timed", *args)
-        evaluators[name] = vm.time_evaluator(f"{entry}_timed", dev, number=1, repeat=1)
+        evaluators[name] = {
+            size: vm.time_evaluator(f"{entry}_timed", dev, number=1, repeat=size)
+            for size in set(rounds)
+        }
         for _ in range(warmup):
-            evaluators[name]()
+            vm[f"{entry}_timed"]()
     samples: dict[str, list[float]] = {name: [] for name in vms}
-    for _ in range(repeat):
-        for name, evaluate in evaluators.items():
-            samples[name].append(evaluate().mean * 1e3)
+    for size in rounds:
+        for name, sized in evaluators.items():
+            samples[name].extend(seconds * 1e3 for seconds in sized[size]().results)
     return {name: _summarise(values) for name, values in samples.items()}
+
+
+#: How many rounds :func:`interleaved_latency` takes its samples in.
+ROUNDS = 2
 
 
 @dataclass
@@ -223,6 +235,7 @@ def check_and_time(
     more_inputs: Sequence[list[np.ndarray]] = (),
     judge_reference: Callable[[list[list[np.ndarray]]], str] | None = None,
     before_timing: Callable[[], None] | None = None,
+    later: Callable[[], dict[str, Callable[[], relax.VirtualMachine]]] | None = None,
 ) -> dict[str, Check]:
     """Run every build, compare it with ``reference``'s outputs, time those that match.
 
@@ -233,52 +246,61 @@ def check_and_time(
 
     ``judge_reference`` gets the reference's outputs for each draw and says what is wrong
     with them ("" where nothing is): then every build fails with that, unchecked and
-    untimed, since nothing can be checked against a wrong reference. ``before_timing`` runs
-    between the checks and the timing (to finish work that would disturb it).
+    untimed, since nothing can be checked against a wrong reference. ``later`` gives more
+    loaders once ``loaders`` are checked (builds still being made meanwhile); they are
+    checked next and timed with the others. ``before_timing`` runs between the checks and
+    the timing (to finish work that would disturb it).
     """
     checks = {name: Check() for name in loaders}
     vms: dict[str, relax.VirtualMachine] = {}
     draws = [inputs, *more_inputs]
     expected: list | None = None
-    # The reference runs first: everything else is checked against its outputs.
-    for name in sorted(loaders, key=lambda n: n != reference):
-        check = checks[name]
-        try:
-            vm = loaders[name]()
-            outputs = [run_once(vm, dev, draw, entry) for draw in draws]
-        except Exception as exc:  # a broken build is a failed result, not a lost run
-            check.error = f"check failed: run failed{where}: {type(exc).__name__}: {exc}"
-            continue
-        if name == reference:
-            wrong = judge_reference(outputs) if judge_reference is not None else ""
-            if wrong:
-                for other in checks.values():
-                    other.error = f"check failed: {wrong}"
-                check.outputs_match = False
-                return checks
-            expected = outputs
-        if expected is None:
-            check.error = (
-                f"check failed: the {reference} build failed{where}, so there is nothing to "
-                "check against"
-            )
-            continue
-        compared = [
-            compare_outputs(want, got, rtol=rtol, atol=atol)
-            for want, got in zip(expected, outputs, strict=True)
-        ]
-        check.outputs_match = all(match for match, _ in compared)
-        worst = max((diff for _, diff in compared), key=_nan_first)
-        # A report carries finite figures only; a NaN difference is said in the error.
-        check.max_abs_diff = None if np.isnan(worst) else worst
-        if not check.outputs_match:
-            check.error = (
-                # Named like every other step's failure (planner.tvm.steps).
-                f"check failed: outputs{where} differ from the {reference} build: max abs diff "
-                f"{describe_diff(worst)} (rtol {rtol}, atol {atol})"
-            )
-            continue
-        vms[name] = vm
+    group = dict(loaders)
+    while group:
+        # The reference runs first: everything else is checked against its outputs.
+        for name in sorted(group, key=lambda n: n != reference):
+            check = checks[name]
+            try:
+                vm = group[name]()
+                outputs = [run_once(vm, dev, draw, entry) for draw in draws]
+            except Exception as exc:  # a broken build is a failed result, not a lost run
+                check.error = f"check failed: run failed{where}: {type(exc).__name__}: {exc}"
+                continue
+            if name == reference:
+                wrong = judge_reference(outputs) if judge_reference is not None else ""
+                if wrong:
+                    if later is not None:
+                        checks.update({n: Check() for n in later()})
+                    for other in checks.values():
+                        other.error = f"check failed: {wrong}"
+                    check.outputs_match = False
+                    return checks
+                expected = outputs
+            if expected is None:
+                check.error = (
+                    f"check failed: the {reference} build failed{where}, so there is nothing "
+                    "to check against"
+                )
+                continue
+            compared = [
+                compare_outputs(want, got, rtol=rtol, atol=atol)
+                for want, got in zip(expected, outputs, strict=True)
+            ]
+            check.outputs_match = all(match for match, _ in compared)
+            worst = max((diff for _, diff in compared), key=_nan_first)
+            # A report carries finite figures only; a NaN difference is said in the error.
+            check.max_abs_diff = None if np.isnan(worst) else worst
+            if not check.outputs_match:
+                check.error = (
+                    # Named like every other step's failure (planner.tvm.steps).
+                    f"check failed: outputs{where} differ from the {reference} build: max abs "
+                    f"diff {describe_diff(worst)} (rtol {rtol}, atol {atol})"
+                )
+                continue
+            vms[name] = vm
+        group = later() if later is not None else {}
+        later = None
+        checks.update({name: Check() for name in group})
     if before_timing is not None:
         before_timing()
     if repeat > 0 and vms:

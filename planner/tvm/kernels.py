@@ -20,7 +20,9 @@ The executable's own part (bytecode and bound constants) is saved alone with
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import tvm
@@ -53,24 +55,77 @@ class KernelLibrary:
     builds: int = 0
 
 
-@dataclass
-class KernelLibraries:
-    """The kernel libraries of one process's builds: each distinct one built once."""
+class _Once:
+    """Values made once per IR module (compared by structural equality) and target, from
+    any number of threads: a thread asking for one that another thread is making waits for
+    it instead of making it again."""
 
-    libraries: list[KernelLibrary] = field(default_factory=list)
-    #: Every module built, with its executable: two strategies whose plans come out the
-    #: same (several strategies often find the same offsets) are one build.
-    _built: list[tuple[int, str, tvm.IRModule, relax.VMExecutable]] = field(default_factory=list)
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.made: list[tuple[int, str, tvm.IRModule, object]] = []
+        self._making: list[tuple[int, str, tvm.IRModule, threading.Event]] = []
+
+    def get(self, mod: tvm.IRModule, target: str, make: Callable[[], object],
+            key: int | None = None) -> object:
+        key = tvm_ffi.structural_hash(mod) if key is None else key
+        while True:
+            with self._lock:
+                found = _equal(self.made, key, target, mod)
+                if found is not None:
+                    return found[3]
+                busy = _equal(self._making, key, target, mod)
+                if busy is None:
+                    mine = (key, target, mod, threading.Event())
+                    self._making.append(mine)
+                    break
+            # Then looked up again: found, or made here if that thread's attempt failed.
+            busy[3].wait()
+        try:
+            value = make()
+            with self._lock:
+                self.made.append((key, target, mod, value))
+            return value
+        finally:
+            with self._lock:
+                self._making.remove(mine)
+            mine[3].set()
+
+
+def _equal(entries: list, key: int, target: str, mod: tvm.IRModule):
+    for entry in entries:
+        if entry[:2] == (key, target) and tvm_ffi.structural_equal(entry[2], mod):
+            return entry
+    return None
+
+
+class KernelLibraries:
+    """The kernel libraries of one process's builds: each distinct one built once, whichever
+    thread asks for it."""
+
+    def __init__(self) -> None:
+        self._libraries = _Once()
+        #: Every module built, with its executable: two strategies whose plans come out the
+        #: same (several strategies often find the same offsets) are one build.
+        self._executables = _Once()
+        #: Where each library's object file is written as soon as it is built, for a
+        #: compile that exports its builds (:meth:`export`, :meth:`export_model`).
+        self.emit_to: Path | None = None
+
+    @property
+    def libraries(self) -> list[KernelLibrary]:
+        return [entry[3] for entry in self._libraries.made]
+
+    def _number(self, library: KernelLibrary) -> int:
+        return next(n for n, known in enumerate(self.libraries) if known is library)
 
     def build(self, mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
         """``relax.build(mod, target, relax_pipeline=None)``, with the kernel library of an
         earlier build of the same kernels for the same target where there is one. A module
         equal to one built before (kernels, plan and constants) gets that build's
         executable itself: callers run, check and measure it once."""
-        key = tvm_ffi.structural_hash(mod)
-        for known, built_for, module, executable in self._built:
-            if (known, built_for) == (key, str(target)) and tvm_ffi.structural_equal(module, mod):
-                return executable
+        return self._executables.get(mod, str(target), lambda: self._build(mod, target))
+
+    def _build(self, mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
         attrs = dict(mod.attrs) if mod.attrs else {}
         params = dict(attrs.get("const_name_to_constant", {}))
         external = list(attrs.get("external_mods", []))
@@ -83,21 +138,13 @@ class KernelLibraries:
         library = None
         if functions:
             kernels = tvm.IRModule(functions)
-            library = self._find(kernels, str(target))
-            if library is None:
-                tir_mod = tvm.IRModule(functions, attrs=leftover.attrs)
-                tir_mod = vm_build._auto_attach_system_lib_prefix(tir_mod, target, None)
-                runtime = tvm.tirx.build(tir_mod, target=target)
-                library = KernelLibrary(
-                    kernels, tvm_ffi.structural_hash(kernels), str(target), runtime
-                )
-                if target.kind.name == "cuda":
-                    from planner.tvm import cuda
-
-                    # A kernel the board could not compile fails here, on any host.
-                    cuda.compile_kernels(runtime, target)
-                self.libraries.append(library)
-            library.builds += 1
+            key = tvm_ffi.structural_hash(kernels)
+            library = self._libraries.get(
+                kernels, str(target),
+                lambda: self._compile(kernels, key, leftover.attrs, target), key=key,
+            )
+            with self._libraries._lock:
+                library.builds += 1
         device_modules = [m for m in external if vm_build._is_device_module(m)]
         host_modules = [m for m in external if not vm_build._is_device_module(m)]
         runtime = library.runtime if library is not None else None
@@ -107,23 +154,28 @@ class KernelLibraries:
         linked = relax._ffi_api.VMLink(builder, target, runtime, host_modules, params)
         executable = relax.VMExecutable(linked)
         executable.kernel_library = library
-        self._built.append((key, str(target), mod, executable))
         return executable
 
-    def _find(self, functions: tvm.IRModule, target: str) -> KernelLibrary | None:
-        key = tvm_ffi.structural_hash(functions)
-        for library in self.libraries:
-            if (
-                (library.key, library.target) == (key, target)
-                and tvm_ffi.structural_equal(library.functions, functions)
-            ):
-                return library
-        return None
+    def _compile(self, kernels: tvm.IRModule, key: int, attrs, target) -> KernelLibrary:
+        tir_mod = tvm.IRModule(dict(kernels.functions), attrs=attrs)
+        tir_mod = vm_build._auto_attach_system_lib_prefix(tir_mod, target, None)
+        runtime = tvm.tirx.build(tir_mod, target=target)
+        if target.kind.name == "cuda":
+            from planner.tvm import cuda
+
+            # A kernel the board could not compile fails here, on any host.
+            cuda.compile_kernels(runtime, target)
+        library = KernelLibrary(kernels, key, str(target), runtime)
+        if self.emit_to is not None and runtime.kind == "llvm":
+            # In the thread that built it, beside the other library's build, rather than
+            # later in the one thread that saves every build.
+            _emit(library, self.emit_to)
+        return library
 
     def export(self, library: KernelLibrary, folder: Path, **options) -> Path:
         """``library`` as a shared object in ``folder``, written the first time only."""
         if library.exported is None or not library.exported.is_file():
-            path = Path(folder) / f"kernels-{self.libraries.index(library)}.so"
+            path = Path(folder) / f"kernels-{self._number(library)}.so"
             if options:
                 library.runtime.export_library(str(path), **options)
             else:
@@ -163,11 +215,7 @@ class KernelLibraries:
             with quiet_executable_io():
                 root.export_library(str(path))
             return
-        if library.object_file is None or not library.object_file.is_file():
-            object_file = folder / f"kernels-{self.libraries.index(library)}.o"
-            runtime.write_to_file(str(object_file))
-            library.object_file = object_file
-        files = [str(library.object_file)]
+        files = [str(_emit(library, folder))]
         with tempfile.TemporaryDirectory(dir=folder) as scratch:
             if root.imports:
                 # The executable's own part and every module it imports but the kernels
@@ -191,6 +239,16 @@ class KernelLibraries:
                 raise ValueError("the kernel library was not exported")
             library.loaded = tvm.runtime.load_module(str(library.exported))
         return library.loaded
+
+
+def _emit(library: KernelLibrary, folder: Path) -> Path:
+    """The library's machine code as an object file in ``folder``, generated the first
+    time (LLVM's code generation: about as long as the kernel build itself)."""
+    if library.object_file is None or not library.object_file.is_file():
+        object_file = Path(folder) / f"kernels-{library.key & (2**64 - 1):016x}.o"
+        library.runtime.write_to_file(str(object_file))
+        library.object_file = object_file
+    return library.object_file
 
 
 def library_of(executable) -> KernelLibrary | None:
