@@ -1,6 +1,7 @@
 """A model's builds share what is the same: one kernel library per set of kernels, one build
 per distinct plan, one measuring process per job; no figure changes for it."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -197,3 +198,121 @@ def test_what_a_worker_imports_of_the_wing_imports_no_tvm():
     )
 
     assert printed == "False False"
+
+
+def test_kept_libraries_link_kernels_generated_once_and_load_in_a_fresh_process(
+    tmp_path, monkeypatch
+):
+    from planner.tvm import kernels as kernel_module
+
+    generated = []
+    emit = kernel_module._emit
+
+    def counted(library, folder):
+        if library.object_file is None or not library.object_file.is_file():
+            generated.append(library.key)
+        return emit(library, folder)
+
+    monkeypatch.setattr(kernel_module, "_emit", counted)
+    # TVM's export_library generates a library's machine code again at every call.
+    from planner.tvm import execute
+
+    whole = []
+    monkeypatch.setattr(execute, "export_library", lambda *args, **kw: whole.append(args))
+    libraries = KernelLibraries()
+    strategies = ["none", "greedy-by-size", "best-fit+rewrites"]
+
+    reports = compile_model(CNN, strategies, repeat=0, artifacts_dir=tmp_path,
+                            libraries=libraries)
+
+    # Every model.so is the one each check loaded (and matched with); the plain and the
+    # rewritten kernels were each generated to machine code once, for three files.
+    assert all(r.outputs_match for r in reports), [r.error for r in reports]
+    assert len(libraries.libraries) == 2
+    assert sorted(generated) == sorted(library.key for library in libraries.libraries)
+    assert whole == []
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, np.random.default_rng(0).standard_normal((1, 3, 16, 16), "float32"))
+    outputs = [
+        json.loads(_python(
+            "import json, numpy as np, tvm\n"
+            "from tvm import relax\n"
+            f"vm = relax.VirtualMachine(tvm.runtime.load_module({report.artifacts['model.so']!r}),"
+            " tvm.cpu())\n"
+            f"data = np.load({str(inputs)!r})\n"
+            "print(json.dumps(vm['forward'](tvm.runtime.tensor(data['arr_0'])).numpy().tolist()))\n"
+        ))
+        for report in reports
+    ]
+    assert np.isfinite(outputs[0]).all() and np.asarray(outputs[0]).shape == (1, 10, 4, 4)
+    for report, output in zip(reports[1:], outputs[1:], strict=True):
+        np.testing.assert_allclose(output, outputs[0], rtol=1e-5, atol=1e-5,
+                                   err_msg=report.strategy)
+
+
+def test_the_rewritten_library_is_built_beside_the_plain_one_and_checked_and_timed_with_it(
+    monkeypatch,
+):
+    import threading
+
+    threads = []
+    compile_library = KernelLibraries._compile
+
+    def recorded(self, *args):
+        threads.append(threading.current_thread().name.split("_")[0])
+        return compile_library(self, *args)
+
+    monkeypatch.setattr(KernelLibraries, "_compile", recorded)
+
+    reports = compile_model(CNN, ["best-fit", "best-fit+rewrites"], repeat=3)
+
+    assert sorted(threads) == ["MainThread", "rewrites"]
+    for report in reports:
+        assert report.outputs_match, report.error
+        assert len(report.latency_ms["samples"]) == 3
+        assert report.measured["pooled"]["inference_peak_bytes"] > 0
+        assert report.reference_check
+
+
+def test_two_threads_asking_for_the_same_kernels_build_them_once(monkeypatch):
+    import threading
+
+    from planner.tvm import compile as compiling
+
+    network = compiling.imported_network(MLP, lowering.make_target("llvm"), base_dir=None)
+    target = lowering.make_target("llvm")
+    mod = lowering.finish_lowering(
+        lowering.lower_to_allocations(network.mod, target), target, stock_planner=True
+    )
+    built = []
+    compile_library = KernelLibraries._compile
+
+    def slow(self, *args):
+        built.append(1)
+        return compile_library(self, *args)
+
+    monkeypatch.setattr(KernelLibraries, "_compile", slow)
+    libraries = KernelLibraries()
+    executables = []
+    start = threading.Barrier(2)
+
+    def build():
+        start.wait()
+        executables.append(libraries.build(mod, target))
+
+    workers = [threading.Thread(target=build) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+    assert len(built) == 1 and len(libraries.libraries) == 1
+    assert executables[0] is executables[1]
+
+
+@pytest.mark.parametrize("repeat", [1, 2, 5])
+def test_latency_has_as_many_samples_as_asked_for_every_build(repeat):
+    [report] = compile_model(MLP, ["best-fit"], repeat=repeat, memory_configs=())
+
+    assert len(report.latency_ms["samples"]) == repeat
+    assert all(sample > 0 for sample in report.latency_ms["samples"])
