@@ -67,11 +67,14 @@ _ROW_COLUMNS = (
 
 def _rows(results) -> list[_Row]:
     """``results`` (at shape points) as plain rows, one query; of one commit run twice, only
-    the later run's row of each (strategy, board, toolchain, point)."""
+    the later run's row of each (model, strategy, board, toolchain, point): two models that
+    share a point's label are two rows."""
     newest: dict[tuple, _Row] = {}
     for values in results.order_by("id").values_list(*_ROW_COLUMNS):
         row = _Row(*values)
-        newest[(row.commit_id, row.strategy, row.board, row.toolchain_id, row.shape_label)] = row
+        key = (row.commit_id, row.model, row.strategy, row.board, row.toolchain_id,
+               row.shape_label)
+        newest[key] = row
     return list(newest.values())
 
 

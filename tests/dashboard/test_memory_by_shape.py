@@ -108,3 +108,63 @@ def test_the_history_names_the_point_of_each_column(client, pool):
     assert [re.sub(r"<[^>]+>", " ", h).split() for h in heads[:3]] == [
         ["best-fit", "at", p] for p in POINTS
     ]
+
+
+#: Two models of one repository along one axis, sharing the point seq=32 and no other.
+AXES = {"decoder": (16, 32, 64), "encoder": (32, 128, 512)}
+
+
+def _two_models_at_points(repository, number: int, parent: str, grow: int):
+    from datetime import timedelta
+
+    from dashboard import actions
+    from dashboard.models import Run
+    from tests.regression.history import START, bytes_only
+
+    commit = actions.record_commit(
+        repository, sha=f"{number:02d}" + "d" * 38, parent_sha=parent, branch="main",
+        author="Ada Planner", message=f"Two axes {number}",
+        committed_at=START + timedelta(days=40, hours=number),
+    )
+    run = Run.objects.create(repository=repository, commit=commit, trigger="test")
+    actions.begin_run(
+        run, models=[(name, "zoo:mlp") for name in AXES], strategies=["best-fit"],
+        boards=["cpu"], total=sum(len(points) for points in AXES.values()),
+    )
+    for name, points in AXES.items():
+        for seq in points:
+            report = bytes_only(1000 * seq + grow, shape_point={"seq": seq})
+            actions.record_result(run, model=name, strategy="best-fit", board="cpu",
+                                  report=report)
+    actions.finish_run(run)
+    return commit
+
+
+def test_models_that_share_some_points_keep_every_point_on_the_compare_and_pull_pages(client):
+    from dashboard import actions
+
+    repository = actions.track_repository("axes", "/nonexistent")
+    base = _two_models_at_points(repository, 1, "", 0)
+    head = _two_models_at_points(repository, 2, base.sha, 8)
+    actions.record_pull_request(repository, number=7, title="Grow", head_sha=head.sha,
+                                base_sha=base.sha)
+
+    for url in (
+        reverse("compare-commits", args=["axes", base.sha, head.sha]),
+        reverse("pull-request-compare", args=["axes", 7]),
+    ):
+        models = {
+            entry["model"]: entry
+            for entry in client.get(url, {"format": "json"}).json()["shapes"]["models"]
+        }
+        html = client.get(url).content.decode()
+        assert sorted(models) == sorted(AXES)
+        for name, points in AXES.items():
+            labels = [f"seq={seq}" for seq in points]
+            assert models[name]["points"] == labels, (url, name)
+            curve = models[name]["curves"]["best-fit"]
+            assert curve["base"] == [1000 * seq for seq in points]
+            assert curve["head"] == [1000 * seq + 8 for seq in points]
+            assert [row["change"] for row in models[name]["rows"]] == [8, 8, 8]
+        shown = re.findall(r'<tr data-strategy="best-fit" data-point="(seq=\d+)">', html)
+        assert sorted(shown) == sorted(f"seq={seq}" for p in AXES.values() for seq in p), url
