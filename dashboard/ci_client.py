@@ -174,8 +174,8 @@ def verdict(peakwatch: Peakwatch, run: dict, fail_on: str) -> int:
         _say(f"no alerts on {sha}")
     failing = []
     for alert in alerts:
-        point = f" at {alert['shape_label']}" if alert.get("shape_label") else ""
-        line = f"{alert['kind']} {alert['series']}{point}: {alert['change_text']}"
+        # The series names its shape point already (" at seq=32").
+        line = f"{alert['kind']} {alert['series']}: {alert['change_text']}"
         _say(f"  {line}  [{alert['state']}]")
         if alert["is_open"] and fail_on in ("any", alert["kind"]):
             failing.append(line)

@@ -90,6 +90,22 @@ def test_it_fails_the_job_on_an_open_bytes_alert(
     assert "https://peakwatch.example/alerts/?repository=tracked&commit=01" in printed
 
 
+def test_an_alert_at_a_shape_point_names_the_point_once(
+    live_server, tracked, token, worker, monkeypatch, capsys
+):
+    at = {"shape_point": {"seq": 32}}
+    record_run(tracked, 0, {("decoder", "greedy-by-size"): bytes_only(40_000, **at)})
+    worker.figures = {("decoder", "greedy-by-size"): bytes_only(48_192, **at)}
+
+    code, printed = ci(live_server, token, monkeypatch, capsys)
+
+    assert code == 3, printed
+    [line] = [line for line in printed.splitlines() if line.startswith("  bytes decoder")]
+    assert line.count("seq=32") == 1, line
+    assert line.startswith("  bytes decoder / greedy-by-size / cpu / ")
+    assert " at seq=32: 39.1 KiB → 47.1 KiB (+8,192 B, +20.5%)  [new]" in line
+
+
 def test_it_passes_a_commit_that_moved_nothing(
     live_server, token, worker, monkeypatch, capsys, settings
 ):
