@@ -307,6 +307,17 @@ class Trend:
         return json.loads(self.json)
 
 
+def _news(alerts: list[Alert]) -> Alert | None:
+    """The open alert the page opens on: of the newest commit with open alerts (``alerts``
+    come newest first), a bytes alert where there is one, since bytes are exact and a
+    latency alert of the same commit is often the same change seen through noise."""
+    opened = [alert for alert in alerts if alert.is_open]
+    if not opened:
+        return None
+    newest = [alert for alert in opened if alert.commit_id == opened[0].commit_id]
+    return min(newest, key=lambda alert: alert.kind != Alert.Kind.BYTES)
+
+
 def trend(
     model: Model, *, board: str = "", branch: str = "", toolchain: Toolchain | None = None,
 ) -> Trend:
@@ -346,8 +357,7 @@ def trend(
             version, alert_versions,
         ]).encode()
     ).hexdigest()
-    # Newest first: the first open one is the news.
-    open_alert = next((alert for alert in alerts if alert.is_open), None)
+    open_alert = _news(alerts)
     if snapshot is not None:
         # Stored already: joining it to the alerts costs less than a cache round trip with
         # the payload's bytes would.

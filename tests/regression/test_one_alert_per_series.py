@@ -354,3 +354,18 @@ def test_upgrading_merges_each_series_duplicate_alerts_into_one():
     assert (kept.value, kept.previous_value, kept.result_id) == (100_000, 96_384, retry.pk)
     assert kept.run_id == retry.run_id and kept.remeasured_at is not None
     assert (alerts[1].kind, alerts[1].value, alerts[1].previous_value) == ("latency", 2.0, None)
+
+
+def test_the_model_page_opens_on_the_bytes_alert_of_a_series_also_slower(client, db):
+    repository = actions.track_repository("tracked", "/nonexistent")
+    base = record_run(repository, 0, {GREEDY: bytes_only(50_000, samples=[1.0] * 20)})
+    record_run(repository, 1, {GREEDY: bytes_only(60_000, samples=[2.0] * 20)},
+               parent=base.commit.sha)
+    alerts = {alert.kind: alert for alert in Alert.objects.all()}
+    # The latency alert is the newer row: the page must not open on it for that.
+    assert alerts["latency"].pk > alerts["bytes"].pk
+
+    model = alerts["bytes"].model
+    html = client.get(model.get_absolute_url()).content.decode()
+
+    assert f'data-opening-alert="{alerts["bytes"].pk}"' in html
