@@ -107,14 +107,25 @@ def pull_request_comment(run: Run, base: Commit | None, alerts: list[Alert]) -> 
     if alerts:
         lines.append(f"**{len(alerts)} regression(s)** — [triage]({absolute(alerts_url(run))})")
         lines.append("")
+    flagged = {
+        (a.model_id, a.strategy_id, a.board_id, a.toolchain_id, a.shape_label) for a in alerts
+    }
+    rows = compare_commits(base, run.commit)
+    # A reviewer reads what moved: a row whose planned bytes are the same on both sides (and
+    # raised no alert) is counted, not listed; the full comparison has every row.
+    changed = [
+        row for row in rows
+        if row.series_ids in flagged or row.bytes_delta is None or row.bytes_delta != 0
+    ]
+    unchanged = len(rows) - len(changed)
+    if not changed:
+        lines.append(f"All {unchanged} row(s) plan the same bytes as the merge base.")
+        return "\n".join(lines)
     lines += [
         "| Model | Strategy | Board | Base | Head | Change | Latency change |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
-    flagged = {
-        (a.model_id, a.strategy_id, a.board_id, a.toolchain_id, a.shape_label) for a in alerts
-    }
-    for row in compare_commits(base, run.commit):
+    for row in changed:
         mark = " :warning:" if row.series_ids in flagged else ""
         at = f" at {row.shape_label}" if row.shape_label else ""
         lines.append(
@@ -123,6 +134,8 @@ def pull_request_comment(run: Run, base: Commit | None, alerts: list[Alert]) -> 
             f"{_signed(row.bytes_delta, 'bytes')} ({_percent(row.bytes_relative)}) | "
             f"{_percent(row.latency_relative)} |"
         )
+    if unchanged:
+        lines += ["", f"{unchanged} more row(s) plan the same bytes as the merge base."]
     return "\n".join(lines)
 
 

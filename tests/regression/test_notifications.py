@@ -85,7 +85,9 @@ def test_a_pull_request_gets_a_summary_comment_which_later_runs_edit(repository,
     assert (
         "| small-cnn :warning: | greedy-by-size | cpu | 48.8 KiB | 56.8 KiB | +8.0 KiB (+16.4%) |"
     ) in body
-    assert "| small-cnn | none | cpu | 78.1 KiB | 78.1 KiB | 0 B (+0.0%) |" in body
+    # The row that did not move is counted, not listed.
+    assert "| small-cnn | none |" not in body
+    assert "1 more row(s) plan the same bytes as the merge base." in body
     assert f"/repos/tracked/compare/{base.commit.sha}...{run.commit.sha}/" in body
     # The answer's comment id is remembered: the next summary edits the same comment.
     pull_request.refresh_from_db()
@@ -150,7 +152,9 @@ def test_a_pull_request_comment_says_which_results_of_a_partial_run_failed(
         f"**Some results failed** (1 of 2 failed): see "
         f"[run {run.pk}](https://peakwatch.example/runs/{run.pk}/)."
     ) in partial
-    assert "| small-cnn | greedy-by-size | cpu | 48.8 KiB | 48.8 KiB | 0 B (+0.0%) |" in partial
+    # The result that failed has no head figure: listed; the one that did not move, counted.
+    assert "| small-cnn | none | cpu | 78.1 KiB | — | — (—) | — |" in partial
+    assert "1 more row(s) plan the same bytes as the merge base." in partial
     assert (
         f"The [run {broken.pk}](https://peakwatch.example/runs/{broken.pk}/) failed: "
         f"results: none of 1 succeeded"
@@ -195,3 +199,21 @@ def test_a_started_run_sets_a_pending_status(
     [status] = github_api.requests
     assert status["path"].endswith(f"/statuses/{commit.sha}")
     assert status["json"]["state"] == "pending"
+
+
+def test_a_pull_request_that_moves_nothing_says_so_without_a_table(repository, github_api):
+    figures = {("small-cnn", "greedy-by-size"): bytes_only(50_000),
+               ("small-cnn", "none"): bytes_only(80_000)}
+    base = record_run(repository, 0, figures)
+    pull_request = actions.record_pull_request(
+        repository, number=13, head_sha="01" + "c" * 38, base_sha=base.commit.sha
+    )
+    run = record_run(repository, 1, figures, parent=base.commit.sha,
+                     pull_request=pull_request, branch="feature")
+
+    notifications.send_run_notifications(run)
+
+    [comment] = _requests(github_api, suffix="/comments")
+    body = comment["json"]["body"]
+    assert "All 2 row(s) plan the same bytes as the merge base." in body
+    assert "| Model |" not in body
