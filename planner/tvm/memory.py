@@ -59,7 +59,8 @@ class MeasuringProcess:
     over its standard input and output, and ends with :meth:`close`. Its children start
     from the state a fresh process would have after importing TVM, with the kernel
     libraries already loaded: the figures are those a process per build gave, to the byte.
-    It is never shared between two jobs; within one it sees only that job's builds.
+    It is never shared between two jobs; within one it sees only that job's builds. The
+    build being measured is loaded once in the process, for both allocators' children.
     """
 
     def __init__(self, *, timeout: float = 600):
@@ -185,20 +186,24 @@ def _stats(shim) -> dict:
     return dict(zip(("live", "peak", "requested", "calls", "untracked"), values, strict=True))
 
 
-def _measure_here(executable: str, kernels, arrays: str, entry: str, memory_cfg: str) -> dict:
+def _load(executable: str, kernels):
+    import tvm
+
+    from planner.tvm.kernels import load_executable
+
+    if Path(executable).suffix == ".vm":
+        return load_executable(Path(executable), kernels)
+    return tvm.runtime.load_module(executable)  # a whole export_library file
+
+
+def _measure_here(loaded, arrays: str, entry: str, memory_cfg: str) -> dict:
     shim = ctypes.CDLL(None)
     if not hasattr(shim, "peakwatch_stats"):
         raise MeasurementError("the memory shim is not preloaded (LD_PRELOAD)")
     import tvm
     from tvm import relax
 
-    from planner.tvm.kernels import load_executable
-
     dev = tvm.cpu()
-    if Path(executable).suffix == ".vm":
-        loaded = load_executable(Path(executable), kernels)
-    else:  # a whole export_library file
-        loaded = tvm.runtime.load_module(executable)
     with np.load(arrays) as data:
         host = [data[f"arr_{i}"] for i in range(len(data.files))]
     before_weights = _stats(shim)["live"]
@@ -226,6 +231,10 @@ def _serve() -> None:
     import tvm
 
     kernels: dict[str, object] = {}
+    # The build measured last, loaded here: the next request is most often the same build
+    # under the other allocator, whose child then starts with it loaded too. What a child
+    # counts starts after the load either way.
+    last: tuple[str, object] | None = None
     for line in sys.stdin:
         request = json.loads(line)
         answer: dict
@@ -234,9 +243,12 @@ def _serve() -> None:
             if library is not None and library not in kernels:
                 # Loaded here, before the fork: every child of this job shares it.
                 kernels[library] = tvm.runtime.load_module(library)
+            if last is None or last[0] != request["executable"]:
+                last = None  # the previous build is let go before the next is loaded
+                last = (request["executable"],
+                        _load(request["executable"], kernels.get(library)))
             answer = _in_child(
-                request["executable"], kernels.get(library), request["arrays"],
-                request["entry"], request["memory_cfg"],
+                last[1], request["arrays"], request["entry"], request["memory_cfg"],
             )
         except Exception as exc:  # one failed measurement is that build's, not the job's
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
