@@ -154,6 +154,20 @@ def _check_handed_over(path: Path) -> None:
         raise trust.HandoverError(NOT_A_PLAIN_FILE.format(name=path.name))
 
 
+@functools.cache
+def _compile_planner() -> None:
+    """Peakwatch's own planner compiled to bytecode beside its sources, once per worker
+    process (only what changed is compiled again). A job runs with
+    PYTHONDONTWRITEBYTECODE=1 on a read-only view of it, so without this every job, and
+    its measuring process, compiles the planner's modules from source again. A worker whose
+    package folder it may not write (an installed package, already compiled by pip) goes
+    on without."""
+    import compileall
+
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(bwrap.PLANNER_DIR, quiet=2, workers=1)
+
+
 def _run_child(
     module: list[str], job: dict | None, scratch: Path, *, tree: Path | None, limits: Limits,
     devices: bool, python: str | None, folders: tuple[str, ...],
@@ -163,6 +177,7 @@ def _run_child(
     included, and is looked at only without following it."""
     scratch = Path(scratch).resolve()
     tree = Path(tree).resolve() if tree is not None else None
+    _compile_planner()
     refused = refusal(limits)
     if refused:
         raise SandboxError(refused)
