@@ -282,5 +282,9 @@ def _in_child(*request) -> dict:
 if __name__ == "__main__":
     if sys.argv[1:] == ["--serve"]:
         _serve()
+        # Every answer is written and every child reaped: the interpreter's own teardown
+        # (TVM's modules and registries) would only make the job wait for this exit.
+        sys.stdout.flush()
+        os._exit(0)
     else:
         sys.exit("usage: python -m planner.tvm.memory --serve")

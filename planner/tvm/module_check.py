@@ -139,8 +139,9 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
 _MAX_DEPTH = 20
 
 
-def check_module_json(text: str) -> None:
-    """UnsafeModule unless every node of TVM's JSON ``text`` is on the lists above."""
+def check_module_json(text: str) -> str:
+    """UnsafeModule unless every node of TVM's JSON ``text`` is on the lists above; the TVM
+    version the JSON says wrote it ("" where it names none)."""
     graph = _parse(text)
     nodes = graph["nodes"]
     read = _Reader(nodes)
@@ -187,6 +188,9 @@ def check_module_json(text: str) -> None:
                     raise UnsafeModule(f"a kernel holds the annotation {key[:200]!r}")
     if modules != [graph["root_index"]]:
         raise UnsafeModule("the module's JSON is not one IRModule")
+    metadata = graph.get("metadata")
+    version = metadata.get("tvm_version") if isinstance(metadata, dict) else None
+    return version if isinstance(version, str) else ""
 
 
 def _parse(text: str) -> dict:

@@ -93,3 +93,24 @@ def test_a_member_that_names_no_draw_is_refused(network, tmp_path):
 
     with pytest.raises(ImportedError, match="'logits' is not a draw's output"):
         load_imported(tmp_path, name="small-cnn")
+
+
+@pytest.mark.parametrize("written_by", ["this TVM", "an older TVM"])
+def test_the_handed_over_module_loads_whichever_tvm_wrote_it(network, tmp_path, written_by):
+    import tvm
+    import tvm_ffi
+
+    from planner.tvm.imported import MODULE_FILE
+
+    save_imported(network, tmp_path)
+    path = tmp_path / MODULE_FILE
+    graph = json.loads(path.read_text())
+    assert graph["metadata"]["tvm_version"] == tvm.__version__
+    if written_by == "an older TVM":
+        # Loaded through tvm.ir.load_json, which upgrades what older releases wrote.
+        graph["metadata"]["tvm_version"] = "0.26.0"
+        path.write_text(json.dumps(graph))
+
+    loaded = load_imported(tmp_path, name="small-cnn").network
+
+    assert tvm_ffi.structural_equal(loaded.mod, network.mod)
