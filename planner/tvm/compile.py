@@ -287,6 +287,7 @@ def _compile(
             export_compiler is None
         )
         libraries.emit_to = Path(scratch) if exported else None
+        libraries.load_kernels = exported and measurements is not None and artifacts_dir is None
         beside = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rewrites")
         try:
             rewritten = beside.submit(lambda: [plan_and_build(s) for s in apart])
@@ -308,7 +309,7 @@ def _compile(
             rewritten.result()
         finally:
             beside.shutdown(wait=True)
-            libraries.emit_to = None
+            libraries.emit_to, libraries.load_kernels = None, False
             # Whatever happened, nothing may still read the scratch folder once it goes.
             builds = {s.name: builds[s.name] for s in order if s.name in builds}
             if measurements is not None:
@@ -1044,6 +1045,9 @@ class _Measurements:
         return path, library
 
     def loader(self, build: _Build, dev):
+        if getattr(build.executable, "kernels_loaded", False):
+            # Linked to its library's loaded shared object: nothing to wait for or load.
+            return execute.load(build.executable, dev)
         saving = self.saved.get(id(build.executable))
         saved = saving.result() if saving is not None else None
         if saved is None:

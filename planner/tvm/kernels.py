@@ -108,15 +108,16 @@ class KernelLibraries:
         #: same (several strategies often find the same offsets) are one build.
         self._executables = _Once()
         #: Where each library's object file is written as soon as it is built, for a
-        #: compile that exports its builds (:meth:`export`, :meth:`export_model`).
+        #: compile that exports its builds (:meth:`export`, :meth:`export_model`); with
+        #: ``load_kernels``, also linked to a shared object there and loaded, and every
+        #: later build linked to that (a compile that keeps no ``model.so``: one that does
+        #: links its executables to the library's code to export them whole).
         self.emit_to: Path | None = None
+        self.load_kernels = False
 
     @property
     def libraries(self) -> list[KernelLibrary]:
         return [entry[3] for entry in self._libraries.made]
-
-    def _number(self, library: KernelLibrary) -> int:
-        return next(n for n, known in enumerate(self.libraries) if known is library)
 
     def build(self, mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
         """``relax.build(mod, target, relax_pipeline=None)``, with the kernel library of an
@@ -148,12 +149,17 @@ class KernelLibraries:
         device_modules = [m for m in external if vm_build._is_device_module(m)]
         host_modules = [m for m in external if not vm_build._is_device_module(m)]
         runtime = library.runtime if library is not None else None
+        if library is not None and library.loaded is not None and not device_modules:
+            # Its machine code, loaded already: this executable runs without a JIT compile
+            # and without being saved and loaded again.
+            runtime = library.loaded
         if runtime is not None:
             for module in device_modules:
                 runtime.import_module(module)
         linked = relax._ffi_api.VMLink(builder, target, runtime, host_modules, params)
         executable = relax.VMExecutable(linked)
         executable.kernel_library = library
+        executable.kernels_loaded = library is not None and runtime is library.loaded
         return executable
 
     def _compile(self, kernels: tvm.IRModule, key: int, attrs, target) -> KernelLibrary:
@@ -170,12 +176,15 @@ class KernelLibraries:
             # In the thread that built it, beside the other library's build, rather than
             # later in the one thread that saves every build.
             _emit(library, self.emit_to)
+            if self.load_kernels and not runtime.imports:
+                self.export(library, self.emit_to)
+                self.loaded(library)
         return library
 
     def export(self, library: KernelLibrary, folder: Path, **options) -> Path:
         """``library`` as a shared object in ``folder``, written the first time only."""
         if library.exported is None or not library.exported.is_file():
-            path = Path(folder) / f"kernels-{self._number(library)}.so"
+            path = Path(folder) / f"kernels-{library.key & (2**64 - 1):016x}.so"
             if options:
                 library.runtime.export_library(str(path), **options)
             else:
