@@ -21,7 +21,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from dashboard import commit_alerts
+from dashboard import commit_alerts, queue
 from dashboard.api_params import ID_SCHEMA, MAX_BIGINT, enum_param, int_param
 from dashboard.compare import Breakdown
 from dashboard.models import (
@@ -471,9 +471,17 @@ class RunDetailSerializer(RunSerializer):
         help_text="the run's page, this run in the API and the commit's alerts page, "
         "absolute from PEAKWATCH_BASE_URL (paths where it is set empty)"
     )
+    waiting_on = serializers.SerializerMethodField(
+        help_text="the queues this unfinished run needs that no worker consumes now "
+        "(\"peakwatch\" to be planned, \"board.NAME\" to be measured): it waits until a "
+        "worker started with -Q on them runs; empty when none is missing or that cannot be "
+        "known (tasks in process)"
+    )
 
     class Meta(RunSerializer.Meta):
-        fields = [*RunSerializer.Meta.fields, "log", "alerts", "open_alerts", "links"]
+        fields = [
+            *RunSerializer.Meta.fields, "log", "alerts", "open_alerts", "links", "waiting_on",
+        ]
 
     def to_representation(self, run):
         # One read of the commit's alerts serves the three fields below.
@@ -491,6 +499,9 @@ class RunDetailSerializer(RunSerializer):
     @extend_schema_field({"type": "object", "additionalProperties": {"type": "string"}})
     def get_links(self, run) -> dict:
         return self._commit_alerts["links"]
+
+    def get_waiting_on(self, run) -> list[str]:
+        return queue.waiting_on(run)
 
 
 @extend_schema(
@@ -533,12 +544,16 @@ class RunRequestSerializer(serializers.ModelSerializer):
     run_url = serializers.SerializerMethodField(help_text="the run in this API, to poll next")
     page_url = serializers.SerializerMethodField(help_text="the run's page")
     poll_url = serializers.CharField(source="get_absolute_url", read_only=True)
+    waiting_on = serializers.SerializerMethodField(
+        help_text="while resolving: [\"peakwatch\"] where no worker consumes the queue that "
+        "looks revisions up, so none will until one is started; else empty"
+    )
 
     class Meta:
         model = RunRequest
         fields = [
             "id", "status", "repository", "rev", "branch", "run", "run_url", "page_url",
-            "error", "created_at", "resolved_at", "poll_url",
+            "error", "created_at", "resolved_at", "poll_url", "waiting_on",
         ]
         extra_kwargs = {
             "status": {"help_text": "resolving; resolved: `run` is its run; failed: `error` "
@@ -548,6 +563,11 @@ class RunRequestSerializer(serializers.ModelSerializer):
     @extend_schema_field({"type": "string", "nullable": True})
     def get_run_url(self, request) -> str | None:
         return reverse("api:run-detail", args=[request.run_id]) if request.run_id else None
+
+    def get_waiting_on(self, request) -> list[str]:
+        if request.status != RunRequest.Status.RESOLVING or request.run_id:
+            return []
+        return queue.unconsumed([queue.TRACKING_QUEUE]) or []
 
     @extend_schema_field({"type": "string", "nullable": True})
     def get_page_url(self, request) -> str | None:

@@ -38,6 +38,9 @@ import urllib.request
 from collections.abc import Callable
 
 EXIT_OK, EXIT_RUN, EXIT_INPUT, EXIT_ALERT = 0, 1, 2, 3
+#: Seconds a queue the run needs may go without a worker: a worker restarting (a deploy)
+#: is back well within it; a queue nobody was ever started on is not.
+WORKER_GRACE = 300.0
 FAIL_ON = ("bytes", "latency", "any", "none")
 
 
@@ -107,7 +110,8 @@ class Peakwatch:
 
 
 def trigger(peakwatch: Peakwatch, repository: str, sha: str, branch: str, *,
-            deadline: float, clock: Callable[[], float] = time.monotonic) -> str:
+            deadline: float, worker_grace: float = WORKER_GRACE,
+            clock: Callable[[], float] = time.monotonic) -> str:
     """The API URL of the run ``POST /api/runs`` started for the revision."""
     body = {"repository": repository}
     if sha:
@@ -123,12 +127,23 @@ def trigger(peakwatch: Peakwatch, repository: str, sha: str, branch: str, *,
     if not poll:
         raise Stop(EXIT_INPUT, f"Peakwatch answered without a run: {answer}")
     _say(f"Peakwatch is looking {sha or branch} up in its mirror")
+    since = None
     while True:
         request = peakwatch.get(poll)
         if request.get("run_url"):
             return request["run_url"]
         if request.get("status") == "failed":
             raise Stop(EXIT_INPUT, f"Peakwatch cannot run it: {request.get('error', '')}")
+        waiting = [str(name) for name in request.get("waiting_on") or []]
+        if waiting and since is None:
+            since = clock()
+            _say(f"no worker consumes {_queues(waiting)}, which looks revisions up (a worker "
+                 f"started with -Q {','.join(waiting)} does)")
+        elif not waiting:
+            since = None
+        if since is not None and clock() - since > worker_grace:
+            raise Stop(EXIT_RUN, f"no worker on {_queues(waiting)} for {worker_grace:g} s: "
+                       f"Peakwatch did not look {sha or branch} up")
         if clock() > deadline:
             # No worker took the lookup: the same as a run that never finished.
             raise Stop(EXIT_RUN, f"Peakwatch did not look {sha or branch} up in time")
@@ -136,9 +151,13 @@ def trigger(peakwatch: Peakwatch, repository: str, sha: str, branch: str, *,
 
 
 def follow(peakwatch: Peakwatch, run_url: str, *, deadline: float,
+           worker_grace: float = WORKER_GRACE,
            clock: Callable[[], float] = time.monotonic) -> dict:
-    """The run once it is finished; Stop when it is not by ``deadline`` (on ``clock``)."""
+    """The run once it is finished; Stop when it is not by ``deadline`` (on ``clock``), or
+    when a queue it needs has had no worker for ``worker_grace`` seconds."""
     shown = None
+    unconsumed: list[str] = []
+    since = 0.0
     while True:
         run = peakwatch.get(run_url)
         progress = run.get("progress") or {}
@@ -153,6 +172,15 @@ def follow(peakwatch: Peakwatch, run_url: str, *, deadline: float,
                      f"{progress.get('total') or '?'} results recorded ({run['status']})")
         if run.get("is_finished"):
             return run
+        waiting = [str(name) for name in run.get("waiting_on") or []]
+        if waiting != unconsumed:
+            unconsumed, since = waiting, clock()
+            if waiting:
+                _say(f"run {run['id']} waits: no worker consumes {_queues(waiting)} (a worker "
+                     f"started with -Q {','.join(waiting)} takes it)")
+        if unconsumed and clock() - since > worker_grace:
+            raise Stop(EXIT_RUN, f"run {run['id']} waited {worker_grace:g} s with no worker "
+                       f"on {_queues(unconsumed)}: {_link(peakwatch, run, 'page')}")
         if clock() > deadline:
             raise Stop(EXIT_RUN, f"run {run['id']} did not finish in time "
                        f"({run.get('status')}): {_link(peakwatch, run, 'page')}")
@@ -198,8 +226,9 @@ def main(argv: list[str] | None = None, *, sleep: Callable[[float], None] = time
         description="Run a commit on Peakwatch, wait for it, and fail on a regression. "
         "The API token is read from PEAKWATCH_TOKEN (manage.py create_api_token).",
         epilog="exit status: 0 succeeded with no open alert of that kind; 1 the run is "
-        "partial or failed or did not finish in time; 2 Peakwatch refused the request or "
-        "could not be reached; 3 succeeded, but an open alert of that kind is on the commit",
+        "partial or failed, did not finish in time or had no worker on a queue it needs; "
+        "2 Peakwatch refused the request or could not be reached; 3 succeeded, but an open "
+        "alert of that kind is on the commit",
     )
     parser.add_argument("--url", default=os.environ.get("PEAKWATCH_URL", ""),
                         help="Peakwatch's address (default: $PEAKWATCH_URL)")
@@ -213,6 +242,9 @@ def main(argv: list[str] | None = None, *, sleep: Callable[[float], None] = time
                         help="seconds to wait for the run at most (default: 3 hours)")
     parser.add_argument("--interval", type=float, default=10.0,
                         help="seconds between two polls (default: 10)")
+    parser.add_argument("--worker-grace", type=float, default=WORKER_GRACE,
+                        help="seconds a queue the run needs may go without a worker before "
+                        f"the job fails, naming it (default: {WORKER_GRACE:g})")
     args = parser.parse_args(argv)
     token = os.environ.get("PEAKWATCH_TOKEN", "").strip()
     if not args.url or not token:
@@ -222,12 +254,17 @@ def main(argv: list[str] | None = None, *, sleep: Callable[[float], None] = time
     peakwatch = Peakwatch(args.url, token, pause=args.interval, sleep=sleep)
     deadline = time.monotonic() + args.timeout
     try:
-        run_url = trigger(peakwatch, args.repository, args.sha, args.branch, deadline=deadline)
-        run = follow(peakwatch, run_url, deadline=deadline)
+        run_url = trigger(peakwatch, args.repository, args.sha, args.branch, deadline=deadline,
+                          worker_grace=args.worker_grace)
+        run = follow(peakwatch, run_url, deadline=deadline, worker_grace=args.worker_grace)
         return verdict(peakwatch, run, args.fail_on_alert)
     except Stop as stop:
         _say(f"peakwatch: {stop}", sys.stderr)
         return stop.code
+
+
+def _queues(names: list[str]) -> str:
+    return ("queue " if len(names) == 1 else "queues ") + ", ".join(names)
 
 
 def _say(line: str, stream=None) -> None:

@@ -127,3 +127,16 @@ def unconsumed(queues: list[str]) -> list[str] | None:
     if found is None:
         return None
     return [name for name in dict.fromkeys(queues) if not found.get(name)]
+
+
+def waiting_on(run) -> list[str]:
+    """The queues the unfinished ``run`` needs that no worker consumes now (none when that
+    cannot be known): a run planned on nobody's queue waits forever, silently. A queued run
+    needs the planning queue; a planned one, each of its boards' queues."""
+    if run.is_finished or run.awaits_approval:
+        return []
+    if run.status == "queued":
+        needed = [TRACKING_QUEUE]
+    else:
+        needed = [board_queue(board) for board in run.boards]
+    return unconsumed(needed) or []

@@ -225,21 +225,9 @@ def run_detail(request, pk: int):
             "run": run, "results": results, "can_approve": is_maintainer(request.user),
             "sandboxes": sandboxes,
             "sandbox_reduced": any("reduced" in box for _, box in sandboxes),
-            "waiting_on": _waiting_on(run),
+            "waiting_on": queue.waiting_on(run),
         },
     )
-
-
-def _waiting_on(run: Run) -> list[str]:
-    """The queues the unfinished ``run`` needs that no worker consumes now (none when that
-    cannot be known): a run planned on nobody's queue waits forever, silently."""
-    if run.is_finished or run.awaits_approval:
-        return []
-    if run.status == Run.Status.QUEUED:
-        needed = [queue.TRACKING_QUEUE]
-    else:
-        needed = [queue.board_queue(board) for board in run.boards]
-    return queue.unconsumed(needed) or []
 
 
 @require_GET

@@ -12,7 +12,8 @@ from argparse import RawDescriptionHelpFormatter
 
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
-from dashboard import gitrepo, tracking
+from dashboard import gitrepo, queue, tracking
+from dashboard.ci_client import WORKER_GRACE
 from dashboard.commit_alerts import (
     EXIT_ALERT,
     FAIL_ON,
@@ -31,8 +32,9 @@ POLL_SECONDS = 2.0
 EXIT_STATUS = f"""\
 exit status:
   0  the run succeeded (and, with --fail-on-alert, no open alert of that kind is on the commit)
-  1  the run is partial or failed, waits for approval, or ran past --timeout (whatever the
-     commit's alerts: a run that did not succeed keeps this code)
+  1  the run is partial or failed, waits for approval, ran past --timeout, or a queue it
+     needs had no worker for --worker-grace (whatever the commit's alerts: a run that did
+     not succeed keeps this code)
   2  bad input: an unknown repository or revision
   {EXIT_ALERT}  the run succeeded, but --fail-on-alert found an open alert on the commit; open is
      new or acknowledged, while intended, invalid and fixed are closed"""
@@ -64,6 +66,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--timeout", type=float, default=3 * 3600,
                             help="seconds --wait waits at most")
+        parser.add_argument("--worker-grace", type=float, default=WORKER_GRACE,
+                            help="seconds a queue the run needs may go without a worker "
+                            f"before --wait gives up, naming it (default: {WORKER_GRACE:g})")
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         parser = super().create_parser(prog_name, subcommand, **kwargs)
@@ -71,7 +76,8 @@ class Command(BaseCommand):
         parser.formatter_class = _HelpFormatter
         return parser
 
-    def handle(self, *args, name, sha, branch, wait, timeout, fail_on_alert, **options):
+    def handle(self, *args, name, sha, branch, wait, timeout, fail_on_alert, worker_grace,
+               **options):
         wait = wait or fail_on_alert is not None
         repository = Repository.objects.filter(name=name).first()
         if repository is None:
@@ -97,7 +103,7 @@ class Command(BaseCommand):
             )
         if not wait:
             return
-        run = self._follow(run, timeout)
+        run = self._follow(run, timeout, worker_grace)
         self._table(run)
         alerts = commit_alerts(run.commit)
         self._alerts(run, alerts)
@@ -113,9 +119,11 @@ class Command(BaseCommand):
                 returncode=EXIT_ALERT,
             )
 
-    def _follow(self, run: Run, timeout: float) -> Run:
+    def _follow(self, run: Run, timeout: float, worker_grace: float) -> Run:
         deadline = time.monotonic() + timeout
         shown = -1
+        unconsumed: list[str] = []
+        since = 0.0
         while True:
             run.refresh_from_db()
             if run.progress_done != shown:
@@ -126,6 +134,19 @@ class Command(BaseCommand):
                 )
             if run.is_finished:
                 return run
+            waiting = queue.waiting_on(run)
+            if waiting != unconsumed:
+                unconsumed, since = waiting, time.monotonic()
+                if waiting:
+                    self.stdout.write(
+                        f"  waiting: no worker consumes {', '.join(waiting)} (start one with "
+                        f"celery -A workers.app worker -Q {','.join(waiting)})"
+                    )
+            if unconsumed and time.monotonic() - since > worker_grace:
+                raise CommandError(
+                    f"run {run.pk} waited {worker_grace:g} s with no worker on "
+                    f"{', '.join(unconsumed)}", returncode=1,
+                )
             if run.awaits_approval:
                 raise CommandError(f"run {run.pk} waits for a maintainer's approval", returncode=1)
             if time.monotonic() > deadline:
