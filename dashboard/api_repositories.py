@@ -16,7 +16,7 @@ prints them; tracking a name again changes its settings and keeps its secret.
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.authentication import BasicAuthentication, SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -55,8 +55,19 @@ class TrackedRepository(serializers.Serializer):
     )
 
 
+class _BasicAuthentication(BasicAuthentication):
+    """HTTP Basic, refusing credentials no account can have before they reach the database:
+    a NUL byte in the user name made PostgreSQL refuse the lookup, a 500 instead of a 401
+    (found by tests/dashboard/test_api_fuzzing.py)."""
+
+    def authenticate_credentials(self, userid, password, request=None):
+        if "\x00" in userid or "\x00" in password:
+            raise exceptions.AuthenticationFailed("Invalid username/password.")
+        return super().authenticate_credentials(userid, password, request)
+
+
 class TrackRepository(APIView):
-    authentication_classes = [BasicAuthentication, SessionAuthentication]
+    authentication_classes = [_BasicAuthentication, SessionAuthentication]
     permission_classes: list = []
     parser_classes = [json_bodies.BoundedJSONParser]
 

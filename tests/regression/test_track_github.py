@@ -122,3 +122,15 @@ def test_the_api_says_what_is_wrong_with_a_body(db, client, body, field):
     assert answer.status_code == 400
     assert field in answer.json()["error"]
     assert not Repository.objects.exists()
+
+
+@pytest.mark.parametrize("user, password", [("ad\x00min", "pw"), ("admin", "pw\x00")])
+def test_credentials_no_account_can_have_are_refused_not_an_error(db, client, user, password):
+    # A NUL byte reached PostgreSQL, which refused the lookup: a 500 (found by the API fuzzer).
+    answer = client.post(
+        "/api/repositories", {"repository": "octo/models"}, content_type="application/json",
+        **_basic(user, password),
+    )
+
+    assert answer.status_code == 401
+    assert "error" in answer.json()
