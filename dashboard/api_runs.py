@@ -51,6 +51,11 @@ class TriggerRunRequest(serializers.Serializer):
         BRANCH, required=False,
         help_text="a branch name (no '..'); with no sha, the branch's head is run",
     )
+    rerun = serializers.BooleanField(
+        required=False, default=False,
+        help_text="run the commit again even where a run of it already succeeded or is under "
+        "way (by default the answer is that run, with attached true)",
+    )
 
 
 class TriggeredRun(serializers.Serializer):
@@ -72,6 +77,11 @@ class TriggeredRun(serializers.Serializer):
         required=False,
         help_text="why the run waits, when it waits for a maintainer; why there is no run, "
         "when the revision could not be resolved",
+    )
+    attached = serializers.BooleanField(
+        required=False,
+        help_text="true where the answer is a run of the commit that was already there (it "
+        "succeeded or is under way) rather than a new one; ask with rerun for a new one",
     )
     commit = serializers.CharField(required=False)
     progress_url = serializers.CharField(required=False)
@@ -121,11 +131,14 @@ class TriggerRun(APIView):
             "which turns `resolved` with the run's `run` and `run_url`, or `failed` with an "
             "`error`. A commit from outside that no maintainer approved (a pull request the "
             "repository does not trust) gets a run that waits for approval: status "
-            "`awaiting-approval`."
+            "`awaiting-approval`. A commit with a run of its own (no pull request's) that "
+            "succeeded or is under way answers with that run (200, `attached`: true) unless "
+            "`rerun` is true: CI retries and parallel jobs wait on one run."
         ),
         request=TriggerRunRequest,
         auth=[{"ApiToken": []}],
         responses={
+            200: OpenApiResponse(TriggeredRun, description="an earlier run of the commit"),
             202: TriggeredRun,
             400: OpenApiResponse(ApiError, description="malformed body or values"),
             401: OpenApiResponse(ApiError, description="no token, or an unknown one"),
@@ -167,6 +180,10 @@ class TriggerRun(APIView):
             list(Commit.objects.for_repository(repository).matching_sha(sha)[:2]) if sha else []
         )
         if len(known) == 1:
+            earlier = None if body.get("rerun") else _earlier_run(known[0])
+            if earlier is not None:
+                # Several CI jobs of one commit (a retry, two workflows) wait on one run.
+                return Response({**_described(earlier), "attached": True}, status=200)
             run = actions.start_run(known[0], trigger="api")
             return Response(_described(run), status=202)
         run_request = actions.request_run(repository, rev=sha or branch, branch=branch)
@@ -188,11 +205,25 @@ class TriggerRun(APIView):
 trigger_run = TriggerRun.as_view()
 
 
+def _earlier_run(commit) -> Run | None:
+    """The run of ``commit`` a CI call attaches to: its newest run of the commit alone (not a
+    pull request's, which compares with another base), where that succeeded or is under way.
+    Where it failed or is partial, none: retrying a CI job retries the run."""
+    newest = (
+        Run.objects.filter(commit=commit, pull_request__isnull=True).order_by("-id").first()
+    )
+    if newest is None or newest.status in (Run.Status.FAILED, Run.Status.PARTIAL):
+        return None
+    return newest
+
+
 def _invalid(body: dict) -> str:
     """Why ``body`` is not a valid request, or an empty string."""
     for key in ("repository", "sha", "branch"):
         if key in body and not isinstance(body[key], str):
             return "repository, sha and branch are strings"
+    if "rerun" in body and not isinstance(body["rerun"], bool):
+        return "rerun is true or false"
     if not body.get("repository"):
         return "name the repository"
     if not re.fullmatch(NAME, body["repository"]):

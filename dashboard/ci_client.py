@@ -110,15 +110,20 @@ class Peakwatch:
 
 
 def trigger(peakwatch: Peakwatch, repository: str, sha: str, branch: str, *,
-            deadline: float, worker_grace: float = WORKER_GRACE,
+            deadline: float, worker_grace: float = WORKER_GRACE, rerun: bool = False,
             clock: Callable[[], float] = time.monotonic) -> str:
-    """The API URL of the run ``POST /api/runs`` started for the revision."""
-    body = {"repository": repository}
+    """The API URL of the run ``POST /api/runs`` started (or found) for the revision."""
+    body: dict = {"repository": repository}
     if sha:
         body["sha"] = sha
     if branch:
         body["branch"] = branch
+    if rerun:
+        body["rerun"] = True
     answer = peakwatch.post("api/runs", body)
+    if answer.get("attached"):
+        _say(f"attached to run {answer.get('run')} of {str(answer.get('commit', ''))[:10]} "
+             f"({answer.get('status')}), which an earlier call started; --rerun runs it again")
     if answer.get("run_url"):
         return answer["run_url"]
     if answer.get("status") == "failed":
@@ -242,6 +247,9 @@ def main(argv: list[str] | None = None, *, sleep: Callable[[float], None] = time
                         help="seconds to wait for the run at most (default: 3 hours)")
     parser.add_argument("--interval", type=float, default=10.0,
                         help="seconds between two polls (default: 10)")
+    parser.add_argument("--rerun", action="store_true",
+                        help="run the commit again even where a run of it succeeded or is "
+                        "under way (by default the job waits on that run)")
     parser.add_argument("--worker-grace", type=float, default=WORKER_GRACE,
                         help="seconds a queue the run needs may go without a worker before "
                         f"the job fails, naming it (default: {WORKER_GRACE:g})")
@@ -255,7 +263,7 @@ def main(argv: list[str] | None = None, *, sleep: Callable[[float], None] = time
     deadline = time.monotonic() + args.timeout
     try:
         run_url = trigger(peakwatch, args.repository, args.sha, args.branch, deadline=deadline,
-                          worker_grace=args.worker_grace)
+                          worker_grace=args.worker_grace, rerun=args.rerun)
         run = follow(peakwatch, run_url, deadline=deadline, worker_grace=args.worker_grace)
         return verdict(peakwatch, run, args.fail_on_alert)
     except Stop as stop:

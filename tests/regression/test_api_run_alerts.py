@@ -125,7 +125,7 @@ def test_posting_a_run_of_a_commit_answers_with_the_alerts_already_on_it(
 
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
-            "/api/runs", data={"repository": "tracked", "sha": grown.commit.sha},
+            "/api/runs", data={"repository": "tracked", "sha": grown.commit.sha, "rerun": True},
             content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}",
         )
 
@@ -139,3 +139,30 @@ def test_posting_a_run_of_a_commit_answers_with_the_alerts_already_on_it(
     assert answer["open_alerts"] == {"bytes": 2, "latency": 0}
     assert [a["strategy"] for a in answer["alerts"]] == ["none-32", "none-512"]
 
+
+def test_a_call_for_a_commit_already_run_attaches_to_that_run_unless_asked_to_run_again(
+    client, grown, monkeypatch, django_capture_on_commit_callbacks
+):
+    hold_planned_runs(monkeypatch)
+    token = actions.create_api_token("ci", grown.repository)[1]
+
+    def post(**more):
+        with django_capture_on_commit_callbacks(execute=True):
+            return client.post(
+                "/api/runs", data={"repository": "tracked", "sha": grown.commit.sha, **more},
+                content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}",
+            )
+
+    attached = post()
+    assert attached.status_code == 200
+    assert attached.json()["attached"] is True and attached.json()["run"] == grown.pk
+    again = post(rerun=True)
+    assert again.status_code == 202 and "attached" not in again.json()
+    # The newest run of the commit, still under way, is the one the next call waits on.
+    assert post().json()["run"] == again.json()["run"]
+    # A run that failed is run again: retrying a CI job retries the run.
+    Run.objects.filter(pk=again.json()["run"]).update(status=Run.Status.FAILED)
+    retried = post()
+    assert retried.status_code == 202
+    assert retried.json()["run"] not in (grown.pk, again.json()["run"])
+    assert post(rerun="yes").status_code == 400

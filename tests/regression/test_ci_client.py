@@ -188,3 +188,23 @@ def test_the_file_runs_on_its_own_with_the_standard_library_only(tmp_path):
 
     assert answer.returncode == 0, answer.stderr
     assert "exit status: 0" in answer.stdout
+
+
+def test_a_second_call_waits_on_the_first_run_unless_asked_to_run_again(
+    live_server, token, worker, monkeypatch, capsys
+):
+    worker.figures = {("tiny", "greedy-by-size"): bytes_only(50_000)}
+    assert ci(live_server, token, monkeypatch, capsys)[0] == 0
+    [first] = Run.objects.filter(commit__sha="01" + "c" * 38)
+
+    code, printed = ci(live_server, token, monkeypatch, capsys)
+
+    assert code == 0, printed
+    assert f"attached to run {first.pk} of 01cccccccc (succeeded)" in printed
+    assert Run.objects.filter(commit__sha="01" + "c" * 38).count() == 1
+
+    code, printed = ci(live_server, token, monkeypatch, capsys, "--rerun")
+
+    assert code == 0, printed
+    assert "attached" not in printed
+    assert Run.objects.filter(commit__sha="01" + "c" * 38).count() == 2

@@ -104,10 +104,11 @@ def pull_request_run(client, tracked, branches, queued, django_capture_on_commit
 
 
 def api_run(client, token, sha: str, django_capture_on_commit_callbacks) -> Run:
-    """CI's ``POST /api/runs`` for ``sha``: the run it started, not measured yet."""
+    """CI's ``POST /api/runs --rerun`` for ``sha``: the run it started, not measured yet (a
+    run again, not the earlier run a plain call would attach to)."""
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
-            "/api/runs", data={"repository": "tracked", "sha": sha},
+            "/api/runs", data={"repository": "tracked", "sha": sha, "rerun": True},
             content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}",
         )
     assert response.status_code == 202
