@@ -66,13 +66,19 @@ def board_health() -> list[BoardHealth]:
     for board in board_list:
         info = board.info or {}
         status = info.get("status") or ("online" if board.last_seen else "never seen")
+        reason = info.get("reason", "")
+        consumed = None if idle is None else board.queue not in idle
+        if consumed is False and status == "online":
+            # What a worker said when it last ran a job there no longer holds: a board is
+            # of no use while nobody takes its jobs.
+            status, reason = "offline", "no worker consumes its queue now"
         rows.append(BoardHealth(
             board=board,
             status=status,
-            reason=info.get("reason", ""),
+            reason=reason,
             queue_depth=depths.get(board.queue),
             current_run=runs.get(running.get(board.pk)),
-            consumed=None if idle is None else board.queue not in idle,
+            consumed=consumed,
         ))
     return rows
 

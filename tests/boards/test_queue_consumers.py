@@ -30,6 +30,9 @@ def test_queues_without_a_worker_are_named_until_one_consumes_them(client, start
     # A board that reported itself online is still no use without a worker on its queue.
     assert 'data-unconsumed="peakwatch"' in page
     assert 'data-unconsumed="board.cpu"' in page and 'data-unconsumed="board.stm32"' in page
+    assert '<span class="ok">online</span>' not in page
+    statuses = {b["name"]: b["status"] for b in client.get("/boards/?format=json").json()["boards"]}
+    assert statuses == {"cpu": "offline", "stm32": "offline"}
 
     worker = start_worker("board.cpu")
     wait_for(lambda: "board.cpu" in consumed_now(), 60, "the worker", [worker.log_path])
@@ -40,6 +43,10 @@ def test_queues_without_a_worker_are_named_until_one_consumes_them(client, start
     assert 'data-unconsumed="board.stm32"' in page and 'data-unconsumed="peakwatch"' in page
     assert answer["planning_queue_consumed"] is False
     assert {b["name"]: b["consumed"] for b in answer["boards"]} == {"cpu": True, "stm32": False}
+    # Online again as soon as a worker takes its queue; the other still is not.
+    assert {b["name"]: b["status"] for b in answer["boards"]} == {
+        "cpu": "online", "stm32": "offline"
+    }
 
 
 def test_without_a_broker_nothing_is_claimed_about_consumers(client, settings):
