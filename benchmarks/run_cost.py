@@ -5,6 +5,7 @@ bare ``import tvm`` beside them, and the demo.
     python3 benchmarks/run_cost.py --tree ../old-checkout # the same code paths of another checkout
     python3 benchmarks/run_cost.py --model zoo:mlp --no-demo
     python3 benchmarks/run_cost.py --cuda sm_90 --no-demo # a CUDA build, on a GPU host
+    python3 benchmarks/run_cost.py --under-load 2         # the demo beside two busy compiles
 
 Every figure comes from a fresh process, as a user's command would run, with memory and
 latency measured as ``python3 -m planner compile`` measures them by default (five timed
@@ -18,6 +19,12 @@ is left out, so that an older checkout (``--tree``) is measured by the same rule
 The demo is timed as ``python3 manage.py demo --no-serve --fresh`` on the embedded default
 (SQLite, tasks in process), with the two sandboxed phases of each job added up: the import
 (the repository's code builds the model) and the compile (plans, builds, checks, measures).
+
+``--under-load N`` times only the demo and bare imports, beside N processes that each compile
+zoo:resnet18 under every strategy, over and over, as a CI host or a worker busy with other
+runs would: a load that is the same from run to run, unlike whatever else the host runs.
+A bare import is timed several times around the demo (the load makes it vary by half), and
+the demo is compared with their median and with the fastest.
 """
 
 from __future__ import annotations
@@ -204,6 +211,48 @@ def _import_tvm(tree: Path) -> float:
     return time.perf_counter() - t0
 
 
+def _loaded(tree: Path, count: int) -> list[subprocess.Popen]:
+    """``count`` processes compiling zoo:resnet18 under every strategy, again and again."""
+    loop = (
+        "import subprocess, sys, tempfile\n"
+        "while True:\n"
+        "    with tempfile.TemporaryDirectory() as out:\n"
+        "        subprocess.run([sys.executable, '-m', 'planner', 'compile', 'zoo:resnet18',"
+        " '--strategy', 'all', '--artifacts', out], capture_output=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return [
+        subprocess.Popen([sys.executable, "-c", loop], cwd=tree, env=env,
+                         start_new_session=True)
+        for _ in range(count)
+    ]
+
+
+def _under_load(here: list[str], tree: Path, count: int, settle: float = 20) -> None:
+    loaders = _loaded(tree, count)
+    try:
+        time.sleep(settle)  # every loader past its imports, into its builds
+        before = [_import_tvm(tree) for _ in range(3)]
+        wall, demo = _run([*here, "--demo-child", "--tree", str(tree)], tree)
+        after = [_import_tvm(tree) for _ in range(3)]
+        load = os.getloadavg()[0]
+    finally:
+        for proc in loaders:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    imports = sorted(before + after)
+    median = (imports[2] + imports[3]) / 2
+    print(f"beside {count} compiles of zoo:resnet18 (every strategy, in a loop); load "
+          f"average {load:.1f} at the end")
+    print(f"import tvm (bare python3 -c), 3 before and 3 after the demo: "
+          f"{', '.join(f'{s:.2f}' for s in before + after)} s")
+    print(f"demo (manage.py demo --no-serve --fresh): {wall:.1f} s wall, "
+          f"{wall / median:.1f}x the median import ({median:.2f} s), "
+          f"{wall / imports[0]:.1f}x the fastest ({imports[0]:.2f} s)")
+    for phase, (seconds, jobs) in demo["jobs"].items():
+        print(f"  sandboxed {phase} phase: {jobs} jobs, {seconds:.1f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to measure")
@@ -213,6 +262,8 @@ def main() -> None:
     parser.add_argument("--cuda", default="", metavar="ARCH",
                         help="a CUDA build for ARCH (sm_90), measured on this host's GPU")
     parser.add_argument("--no-demo", action="store_true")
+    parser.add_argument("--under-load", type=int, default=0, metavar="N",
+                        help="time only the demo and bare imports, beside N busy compiles")
     parser.add_argument("--child", choices=sorted(STRATEGIES), help=argparse.SUPPRESS)
     parser.add_argument("--demo-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -230,6 +281,9 @@ def main() -> None:
         return
 
     here = [sys.argv[0] if Path(sys.argv[0]).is_absolute() else str(ROOT / sys.argv[0])]
+    if args.under_load:
+        _under_load(here, tree, args.under_load)
+        return
     where = f"cuda {args.cuda}" if args.cuda else args.target
     print(f"checkout {tree}, model {args.model} {params or ''}, target {where}")
     bare = _import_tvm(tree)
