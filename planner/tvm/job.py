@@ -361,10 +361,20 @@ def _digest(path: Path) -> str:
         return hashlib.file_digest(file, "sha256").hexdigest()
 
 
+def _checkout_on_path(root: str) -> None:
+    """Make the checkout's own modules importable by its model files, first on the path as
+    when its files run as scripts, but never in place of Peakwatch's packages: ``planner``
+    is imported already (this module is in it), and the job needs no other."""
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", root)]
+    sys.path.insert(0, root)
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     job = JobSpec.from_json(json.loads(Path(argv[0]).read_text()))
     recorder = None
+    if job.phase == "import" and job.base_dir:
+        _checkout_on_path(job.base_dir)
     if job.phase == "import" and job.reads_out and job.base_dir:
         from planner.checkout_reads import start_recording
 

@@ -84,8 +84,24 @@ def import_file(path: Path):
         spec.loader.exec_module(module)
     except Exception as exc:
         sys.modules.pop(name, None)
-        raise ImportError(f"importing {path.name} failed: {type(exc).__name__}: {exc}") from exc
+        why = f"{type(exc).__name__}: {exc}"
+        if _peakwatchs_planner(exc):
+            why += (
+                " (in a job, `planner` is Peakwatch's own package, imported before the "
+                "repository's code runs: a repository's planner/ cannot be imported under "
+                "that name; rename it)"
+            )
+        raise ImportError(f"importing {path.name} failed: {why}") from exc
     return module
+
+
+def _peakwatchs_planner(exc: Exception) -> bool:
+    """Whether a failed import asked for a ``planner`` module: the job has imported
+    Peakwatch's ``planner`` before the repository's code runs, so the name is Peakwatch's
+    in a job (a checkout's ``workers/`` or ``dashboard/`` stays its own: a job imports
+    neither)."""
+    name = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    return bool(name) and name.partition(".")[0] == "planner"
 
 
 def load_function(root: Path | None, spec: str, what: str):

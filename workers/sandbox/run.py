@@ -199,6 +199,10 @@ def _run_child(
         "HOME": str(scratch / "home"),
         "TMPDIR": str(scratch / "tmp"),
         "PYTHONPATH": str(bwrap.PROJECT_ROOT),
+        # ``python -m`` would put the working directory, the checkout, first on sys.path,
+        # where its own planner/ package would stand for Peakwatch's before a line of ours
+        # runs; the job puts the checkout on the path itself, after Peakwatch's packages.
+        "PYTHONSAFEPATH": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "LANG": "C.UTF-8",
         # One compile thread pool per child: two cores serve a whole board.
