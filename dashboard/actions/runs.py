@@ -16,7 +16,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from dashboard import queue
+from dashboard import gitrepo, queue
 from dashboard.models import (
     Board,
     Commit,
@@ -43,6 +43,10 @@ def why_not_trackable(
         return f"{name[:100]!r} is not a repository name: use letters, digits, '-' and '_'"
     if not clone_url or clone_url.startswith("-") or "\0" in clone_url or len(clone_url) > 500:
         return f"{redact(clone_url[:200])!r} is not a git URL or path"
+    # Refused here, with the setting to change, rather than by git at the first run.
+    refusal = gitrepo.url_refusal(clone_url, gitrepo.GitLimits.from_settings())
+    if refusal:
+        return refusal
     if not BRANCH_NAME.match(default_branch) or ".." in default_branch:
         return f"{default_branch[:200]!r} is not a branch name"
     if github_repository and not GITHUB_NAME.match(github_repository):
@@ -76,6 +80,26 @@ def accepts_github_deliveries(repository: Repository) -> bool:
     return bool(repository.github_repository) or "github.com" in repository.clone_url.lower()
 
 
+#: What of a commit message is kept: its first lines, up to this many characters. A
+#: repository's message is anyone's text, served on every run page and API answer.
+MESSAGE_CHARACTERS = 16_384
+MESSAGE_LINES = 200
+
+
+def kept_message(message: str) -> str:
+    """``message`` within :data:`MESSAGE_CHARACTERS` and :data:`MESSAGE_LINES`, saying so
+    where it was cut."""
+    lines = message.splitlines(keepends=True)
+    kept = "".join(lines[:MESSAGE_LINES])[:MESSAGE_CHARACTERS]
+    if kept == message:
+        return message
+    return (
+        kept.rstrip("\n") + f"\n\n[cut by Peakwatch: the message has {len(message):,} "
+        f"characters in {len(lines):,} lines; the first {MESSAGE_LINES} lines, up to "
+        f"{MESSAGE_CHARACTERS:,} characters, are kept]"
+    )
+
+
 def record_commit(
     repository: Repository,
     *,
@@ -97,7 +121,7 @@ def record_commit(
             "parent_sha": parent_sha,
             "branch": branch,
             "author": author,
-            "message": message,
+            "message": kept_message(message),
             "committed_at": committed_at,
             "from_outside": from_outside,
         },
