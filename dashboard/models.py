@@ -30,6 +30,13 @@ class Repository(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     clone_url = models.CharField(max_length=500, help_text="Any git URL or local path.")
     default_branch = models.CharField(max_length=200, default="main")
+    run_branches = models.CharField(
+        max_length=500, blank=True,
+        help_text="Other branches whose pushes start runs: names or patterns such as "
+                  "release/*, separated by spaces or commas (peakwatch.toml's [suite] "
+                  "branches, on the default branch, adds more). Pushes to the default "
+                  "branch always run.",
+    )
     # Stored encrypted (dashboard/fields.py): HMAC verification needs the raw secret.
     webhook_secret = EncryptedTextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

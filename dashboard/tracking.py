@@ -7,8 +7,10 @@ the git work a request must not wait for. Everything here changes state through
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import re
+import tomllib
 from collections.abc import Collection
 
 from django.conf import settings
@@ -165,6 +167,17 @@ def _process_push(repository: Repository, payload: dict) -> str:
     branch = ref.removeprefix("refs/heads/")
     mirror = mirror_of(repository)
     _check_pushed_head(mirror, branch, after)
+    if not pushes_run(repository, mirror, branch):
+        # Still a push by someone with write access: what it vouches for is approved.
+        merged = _approve_pushed(repository, mirror, payload, branch)
+        detail = (
+            f"pushes to {branch!r} do not run: only {repository.default_branch!r} and the "
+            "branches the repository's settings (run branches) or peakwatch.toml's [suite] "
+            "branches on it name"
+        )
+        if not merged:
+            raise NothingToRun(detail)
+        return f"{detail}; approved by the push: {', '.join(c.short_sha for c in merged)}"
     for pushed in payload.get("commits", []):
         # Commits of the push that are not first parents of its head are recorded too;
         # only those the verified head holds, or the payload could name any commit.
@@ -178,6 +191,35 @@ def _process_push(repository: Repository, payload: dict) -> str:
     if merged:
         detail += f"; approved by the push: {', '.join(c.short_sha for c in merged)}"
     return detail
+
+
+#: Where the tracked repository names the branches whose pushes run (besides its default).
+MANIFEST_PATH = "peakwatch.toml"
+
+
+def pushes_run(repository: Repository, mirror, branch: str) -> bool:
+    """Whether a push to ``branch`` starts a run: the default branch's always do; another's
+    where the repository's settings or the manifest on the default branch name it (a name,
+    or a pattern such as ``release/*``). A push to any other branch is someone's work in
+    progress, and would spend the fleet on it."""
+    if branch == repository.default_branch:
+        return True
+    patterns = re.split(r"[\s,]+", repository.run_branches.strip())
+    patterns += _manifest_branches(mirror, repository.default_branch)
+    return any(fnmatch.fnmatchcase(branch, p) for p in patterns if p)
+
+
+def _manifest_branches(mirror, default_branch: str) -> list[str]:
+    """``[suite] branches`` of the manifest at the default branch's tip; none where it is
+    missing or malformed (the run of that commit says what is wrong with it)."""
+    try:
+        text = gitrepo.read_file(mirror, f"refs/heads/{default_branch}", MANIFEST_PATH)
+        branches = tomllib.loads(text).get("suite", {}).get("branches", [])
+    except (gitrepo.GitError, tomllib.TOMLDecodeError, AttributeError, ValueError):
+        return []
+    if not isinstance(branches, list):
+        return []
+    return [b for b in branches if isinstance(b, str)]
 
 
 def _check_pushed_head(mirror, branch: str, after: str) -> None:

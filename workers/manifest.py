@@ -6,6 +6,8 @@
     pipeline = "compile/pipeline.py:passes"     # optional: Relax passes run before planning
     inputs = ["models/", "weights/"]            # accepted; the cache hashes the whole tree
     toolchains = ["apache-tvm==0.27.0.post1", "apache-tvm==0.26.0"]   # optional: TVMs to use
+    branches = ["release/*"]                    # optional: pushes to these run too (read
+                                                # on the default branch, whose always do)
 
     [[models]]
     name = "small-cnn"
@@ -176,6 +178,12 @@ def parse(text: str, known_strategies: list[str] | None = None) -> Suite:
         raise ManifestError("suite.inputs must be a list of paths in the repository")
     for path in inputs:
         check_relative(path, "suite.inputs entry")
+    branches = suite.get("branches", [])
+    if not isinstance(branches, list) or not all(isinstance(b, str) and b for b in branches):
+        # Read on the default branch when a push arrives (dashboard/tracking.py).
+        raise ManifestError(
+            'suite.branches must be a list of branch names or patterns, e.g. ["release/*"]'
+        )
     models = _models(data.get("models"))
     toolchains = _toolchains(suite.get("toolchains", list(DEFAULT_TOOLCHAINS)))
     return Suite(tuple(models), strategies, boards, pipeline, tuple(inputs), toolchains)

@@ -371,3 +371,54 @@ def test_a_queued_push_of_a_deleted_branch_is_ignored_with_why(tracked, queued):
     assert delivery.outcome == Outcome.IGNORED
     assert delivery.detail == "refs/heads/main was deleted: nothing to run"
     assert not Commit.objects.exists() and not Run.objects.exists()
+
+
+def _branch(path, name: str) -> str:
+    """A branch of the tracked repository one commit past main; its head."""
+    git(path, "checkout", "-q", "-b", name, "main")
+    (path / f"{name.replace('/', '-')}.txt").write_text(f"work on {name}\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", f"Work on {name}")
+    sha = git(path, "rev-parse", "HEAD")
+    git(path, "checkout", "-q", "main")
+    return sha
+
+
+def test_a_push_to_a_branch_nobody_named_runs_nothing(
+    client, tracked, demo_repository_path, queued, django_capture_on_commit_callbacks
+):
+    sha = _branch(demo_repository_path, "feature/wip")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = deliver(client, push_payload(sha, ref="refs/heads/feature/wip"),
+                           event="push", guid="wip")
+
+    assert response.status_code == 202
+    delivery = WebhookDelivery.objects.get(guid="wip")
+    assert delivery.outcome == Outcome.IGNORED
+    assert "pushes to 'feature/wip' do not run: only 'main'" in delivery.detail
+    assert not Run.objects.exists() and not Commit.objects.filter(sha=sha).exists()
+    assert queued == []
+
+
+def test_a_push_runs_on_the_branches_the_settings_or_the_manifest_name(
+    client, tracked, demo_repository_path, queued, django_capture_on_commit_callbacks
+):
+    tracked.run_branches = "release/*, hotfix"
+    tracked.save()
+    release = _branch(demo_repository_path, "release/1.0")
+    other = _branch(demo_repository_path, "releases")
+    # The manifest on the default branch names one more.
+    manifest = demo_repository_path / "peakwatch.toml"
+    manifest.write_text(manifest.read_text().replace(
+        "[suite]\n", '[suite]\nbranches = ["nightly"]\n', 1))
+    git(demo_repository_path, "commit", "-q", "-am", "Run pushes to nightly too")
+    nightly = _branch(demo_repository_path, "nightly")
+
+    for sha, ref in ((release, "release/1.0"), (other, "releases"), (nightly, "nightly")):
+        with django_capture_on_commit_callbacks(execute=True):
+            deliver(client, push_payload(sha, ref=f"refs/heads/{ref}"), event="push", guid=ref)
+
+    ran = {run.commit.sha: run.commit.branch for run in Run.objects.select_related("commit")}
+    assert ran == {release: "release/1.0", nightly: "nightly"}
+    assert WebhookDelivery.objects.get(guid="releases").outcome == Outcome.IGNORED
+    assert len(queued) == 2
