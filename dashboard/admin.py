@@ -18,6 +18,7 @@ from dashboard.models import (
     WebhookDelivery,
 )
 from dashboard.redaction import redact
+from dashboard.sign_in_throttle import ThrottledAdminAuthenticationForm
 
 SECRET_FIELDS = ("webhook_secret", "github_token")
 
@@ -166,3 +167,5 @@ class PullRequestAdmin(admin.ModelAdmin):
 
 
 admin.site.register([Model, Strategy, Board, Artifact, SeriesThreshold])
+# The admin's login takes the same passwords as the API: it counts failures the same way.
+admin.site.login_form = ThrottledAdminAuthenticationForm

@@ -8,7 +8,9 @@ from a script.
 
 Only a user who may add repositories (a superuser, or one given ``dashboard.add_repository``)
 may: a clone URL names what every worker fetches and runs, sandboxed. The user signs in with
-HTTP Basic (over TLS) or a session. API tokens never may: they let CI start runs of code
+HTTP Basic (over TLS) or a session; repeated wrong passwords lock the name and the client
+address out for a while (``dashboard/sign_in_throttle.py``), in private mode as in public.
+API tokens never may: they let CI start runs of code
 already tracked, nothing more. The answer carries the webhook URL and secret, as the command
 prints them; tracking a name again changes its settings and keeps its secret.
 """
@@ -16,8 +18,8 @@ prints them; tracking a name again changes its settings and keeps its secret.
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, serializers
-from rest_framework.authentication import BasicAuthentication, SessionAuthentication
+from rest_framework import serializers
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -25,6 +27,7 @@ from dashboard import actions, json_bodies
 from dashboard.actions.runs import GITHUB_NAME
 from dashboard.api_runs import BRANCH, NAME, ApiError
 from dashboard.models import Repository
+from dashboard.sign_in_throttle import ThrottledBasicAuthentication
 from dashboard.tracking import webhook_url
 
 GITHUB = GITHUB_NAME.pattern
@@ -55,19 +58,8 @@ class TrackedRepository(serializers.Serializer):
     )
 
 
-class _BasicAuthentication(BasicAuthentication):
-    """HTTP Basic, refusing credentials no account can have before they reach the database:
-    a NUL byte in the user name made PostgreSQL refuse the lookup, a 500 instead of a 401
-    (found by tests/dashboard/test_api_fuzzing.py)."""
-
-    def authenticate_credentials(self, userid, password, request=None):
-        if "\x00" in userid or "\x00" in password:
-            raise exceptions.AuthenticationFailed("Invalid username/password.")
-        return super().authenticate_credentials(userid, password, request)
-
-
 class TrackRepository(APIView):
-    authentication_classes = [_BasicAuthentication, SessionAuthentication]
+    authentication_classes = [ThrottledBasicAuthentication, SessionAuthentication]
     permission_classes: list = []
     parser_classes = [json_bodies.BoundedJSONParser]
 
@@ -89,6 +81,11 @@ class TrackRepository(APIView):
             400: OpenApiResponse(ApiError, description="malformed body or values"),
             401: OpenApiResponse(ApiError, description="not signed in"),
             403: OpenApiResponse(ApiError, description="may not add repositories"),
+            429: OpenApiResponse(
+                ApiError,
+                description="too many failed sign-ins for this name or from this address: "
+                "wait Retry-After seconds",
+            ),
         },
     )
     def post(self, request):

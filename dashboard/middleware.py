@@ -37,7 +37,8 @@ class RejectNulBytesMiddleware:
 class LoginRequiredUnlessPublicMiddleware:
     """With ``PEAKWATCH_PUBLIC=0`` every page needs a logged-in user.
 
-    Webhooks, ``POST /api/runs`` (its own token) and the admin (its own login) keep their own
+    Webhooks, ``POST /api/runs`` (its own token), ``POST /api/repositories`` (HTTP Basic or
+    a session, which it checks itself) and the admin (its own login) keep their own
     authentication; the login page and static files stay reachable. The token that started
     a run may follow it: a CI job polls its run (and the run request that names it) with
     nothing but that token, so it reads those of its repository and nothing else.
@@ -57,7 +58,7 @@ class LoginRequiredUnlessPublicMiddleware:
 
     @staticmethod
     def _exempt(path: str) -> bool:
-        exact = {reverse("api-trigger-run")}
+        exact = {reverse("api-trigger-run"), reverse("api-track-repository")}
         prefixes = (
             reverse("login"), reverse("logout"), reverse("admin:index"),
             reverse("github-webhook"), settings.STATIC_URL,

@@ -213,6 +213,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "dashboard.api_params.BoundedPagination",
     "PAGE_SIZE": 100,
+    # Only sessions by default: the read-only API needs no password, and a view that takes
+    # one (POST /api/repositories) names dashboard.sign_in_throttle's HTTP Basic itself.
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
     # JSON nested too deep is a 400 before anything recursive parses it.
     "DEFAULT_PARSER_CLASSES": [
         "dashboard.json_bodies.BoundedJSONParser",
@@ -299,6 +302,23 @@ LOGIN_URL = "login"
 PEAKWATCH_PUBLIC = envbool("PEAKWATCH_PUBLIC", True)
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "home"
+
+# Failed sign-ins (HTTP Basic on the API, the login page, the admin's login), counted in the
+# cache: this many failures for one account name, or from one client address, within
+# WINDOW_SECONDS of the first, lock that name or address for LOCKOUT_SECONDS, the right
+# password included (dashboard/sign_in_throttle.py). Behind a proxy every client has the
+# proxy's address: name the header it sets (e.g. HTTP_X_FORWARDED_FOR, whose last address
+# is taken), and only where a proxy of yours always sets it, or clients could choose theirs.
+PEAKWATCH_SIGN_IN = {
+    "FAILURES_PER_ACCOUNT": envint("PEAKWATCH_SIGN_IN_FAILURES_PER_ACCOUNT", 10),
+    "FAILURES_PER_ADDRESS": envint("PEAKWATCH_SIGN_IN_FAILURES_PER_ADDRESS", 30),
+    "WINDOW_SECONDS": envint("PEAKWATCH_SIGN_IN_WINDOW_SECONDS", 15 * 60),
+    "LOCKOUT_SECONDS": envint("PEAKWATCH_SIGN_IN_LOCKOUT_SECONDS", 15 * 60),
+    "CLIENT_IP_HEADER": envstr("PEAKWATCH_CLIENT_IP_HEADER", ""),
+}
+for _name, _value in PEAKWATCH_SIGN_IN.items():
+    if _name != "CLIENT_IP_HEADER" and _value < 1:
+        raise ImproperlyConfigured(f"PEAKWATCH_SIGN_IN_{_name}={_value} must be at least 1")
 
 PEAKWATCH = {
     # Timing repeats per strategy; each is one interleaved round over all strategies.

@@ -4,7 +4,15 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
-from dashboard import api, api_repositories, api_runs, boards_views, tracking_views, views
+from dashboard import (
+    api,
+    api_repositories,
+    api_runs,
+    boards_views,
+    sign_in_throttle,
+    tracking_views,
+    views,
+)
 from dashboard.webhooks import github
 
 router = DefaultRouter()
@@ -80,7 +88,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/", include((router.urls, "api"), namespace="api")),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", sign_in_throttle.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]
 

@@ -27,5 +27,9 @@ os.environ.setdefault("PEAKWATCH_TLS", "0")
 # Each test sees every refused webhook as a row; tests/regression/test_github_webhooks.py
 # checks the window itself.
 os.environ.setdefault("PEAKWATCH_WEBHOOK_REJECTION_WINDOW", "0")
+# Every test client comes from 127.0.0.1, and failed sign-ins stay counted in Redis across
+# tests: one test process must not lock its own address out for the next file's tests.
+# tests/dashboard/test_sign_in_throttle.py sets the limits it checks.
+os.environ.setdefault("PEAKWATCH_SIGN_IN_FAILURES_PER_ADDRESS", "1000")
 
 from dashboard.settings import *  # noqa: E402,F403
