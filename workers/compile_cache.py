@@ -3,8 +3,9 @@
 A compile is identified by what it reads and how it is built: the repository it belongs to,
 the manifest's entry for the model (source, parameters and shape axis), the shape point,
 the pipeline, the repository's content that the compile read, the strategy, the TVM version
-and toolchain (spec, version and git hash: two builds of one release differ), the target,
-and the planner code that builds and plans it. Two Results with the same key on the same
+and toolchain (spec, version and git hash: two builds of one release differ), every
+installed package the compile can import and the processor (:func:`environment_fingerprint`),
+the target and the board's options, and the planner code that builds and plans it. Two Results with the same key on the same
 board would measure the same thing, so the later one copies the earlier one's figures and
 artifacts (``Result.reused_from``). Figures are only ever copied within one repository
 (``Result.objects.cached`` and ``with_recorded_reads`` are limited to it), so one
@@ -51,16 +52,20 @@ used only to narrow, never to make a changed file that was read look unchanged:
    applies, which is the key the sandbox's view allows.
 
 What a record does not see: files outside the checkout (the environment, keyed by
-toolchain and planner instead), and files native code opens without Python (a C extension
-calling ``fopen``); see :mod:`planner.checkout_reads`.
+:func:`environment_fingerprint`, toolchain and planner instead), and files native code opens
+without Python (a C extension calling ``fopen``); see :mod:`planner.checkout_reads`.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import json
 import os
+import platform
+import sys
+import sysconfig
 from pathlib import Path
 
 from dashboard import gitrepo
@@ -68,6 +73,51 @@ from planner.checkout_reads import ROOT, CheckoutReads
 from workers.manifest import MANIFEST_PATH, ModelEntry, Suite
 
 PLANNER_DIR = Path(__file__).resolve().parent.parent / "planner"
+
+
+@functools.cache
+def environment_fingerprint(folders: tuple[str, ...] = ()) -> str:
+    """What a compile can import from, and the host it measures on, as a hash: every
+    installed distribution found in ``folders`` (the worker's own package folders when empty:
+    Peakwatch's code is :func:`planner_fingerprint`'s),
+    by name, version and its ``RECORD`` (the installed files' own hashes, so two builds of
+    one version of TVM, PyTorch or numpy differ), and the processor. Upgrading any package
+    on a worker, or moving its queue to another CPU, compiles every model again."""
+    found = importlib.metadata.distributions(path=list(folders or _site_packages()))
+    lines = set()
+    for dist in found:
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        record = dist.read_text("RECORD") or ""
+        lines.add(f"{name}=={dist.version} {hashlib.sha256(record.encode()).hexdigest()}")
+    lines.add(f"machine {platform.machine()} {_processor()}")
+    return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()
+
+
+def toolchain_folders(toolchain_folders: tuple[str, ...]) -> tuple[str, ...]:
+    """Where a toolchain's compile imports from: its own environment's package folders,
+    then this environment's (``planner.tvm.toolchain``)."""
+    own = [
+        str(path) for folder in toolchain_folders
+        for path in sorted(Path(folder).glob("**/site-packages")) if path.is_dir()
+    ]
+    return tuple(dict.fromkeys([*own, *_site_packages()]))
+
+
+def _site_packages() -> list[str]:
+    folders = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    folders += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    return [f for f in dict.fromkeys(folders) if f and os.path.isdir(f)]
+
+
+def _processor() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor()
 
 
 @functools.cache
@@ -175,13 +225,16 @@ def _listings(entries: dict[str, gitrepo.TreeEntry], folders: set[str]) -> dict[
 
 def cache_key(
     content_hash: str, strategy: str, tvm_version: str, target: str, toolchain: str = "", *,
-    repository: int, shape: str = "",
+    repository: int, shape: str = "", environment: str = "",
 ) -> str:
     """``toolchain`` is a toolchain's identity (``Toolchain.identity``); empty for the
     worker's own environment. ``repository`` is the tracked repository's id. ``shape`` is
-    the shape point's label, empty for a model without a shape axis."""
+    the shape point's label, empty for a model without a shape axis. ``environment`` is
+    :func:`environment_fingerprint` of what the compile imports from (the worker's own
+    environment's when empty)."""
     parts = [content_hash, strategy, tvm_version, target, planner_fingerprint(),
-             f"repository:{repository}"]
+             f"repository:{repository}",
+             f"environment:{environment or environment_fingerprint()}"]
     if toolchain:
         parts.append(toolchain)
     if shape:

@@ -299,7 +299,12 @@ class _CacheLookup:
         self.toolchain = toolchain.spec
         self.identity = runner.cache_identity
         if toolchain.spec:
-            self.version, self.extra = toolchain.tvm_version, {"toolchain": toolchain.identity}
+            self.version, self.extra = toolchain.tvm_version, {
+                "toolchain": toolchain.identity,
+                "environment": compile_cache.environment_fingerprint(
+                    compile_cache.toolchain_folders(tuple(toolchain.folders))
+                ),
+            }
         else:
             self.version, self.extra = compile_cache.tvm_version(), {}
         self._by_reads: dict[CheckoutReads, str | None] = {}

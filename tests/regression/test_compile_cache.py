@@ -164,3 +164,72 @@ def test_two_repositories_with_identical_models_never_share_cached_results(tmp_p
         assert result.cache_key and result.cache_key != original.cache_key
         assert list(Result.objects.cached(result.cache_key, "cpu", theirs)) == [result]
         assert not Result.objects.cached(original.cache_key, "cpu", theirs).exists()
+
+
+def _installed(folder, name: str, version: str, record: str) -> None:
+    """A distribution as pip leaves it in a package folder: its metadata and RECORD."""
+    info = folder / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "RECORD").write_text(record)
+
+
+def test_the_environment_key_follows_every_installed_package_and_its_build(tmp_path):
+    base, upgraded, rebuilt = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for folder, version, record in (
+        (base, "2.13.0", "torch/lib.so,sha256=AAA,10\n"),
+        (upgraded, "2.14.0", "torch/lib.so,sha256=AAA,10\n"),
+        # The same version built again: its files' hashes differ.
+        (rebuilt, "2.13.0", "torch/lib.so,sha256=BBB,10\n"),
+    ):
+        _installed(folder, "torch", version, record)
+        _installed(folder, "numpy", "2.1.0", "numpy/core.so,sha256=CCC,5\n")
+    keys = [compile_cache.environment_fingerprint((str(f),)) for f in (base, upgraded, rebuilt)]
+    assert len(set(keys)) == 3
+    assert keys[0] == compile_cache.environment_fingerprint((str(base),))
+    # Another package beside them changes it too.
+    _installed(base, "safetensors", "0.4.0", "")
+    compile_cache.environment_fingerprint.cache_clear()
+    assert compile_cache.environment_fingerprint((str(base),)) != keys[0]
+
+    # The worker's own environment is its package folders': TVM, PyTorch and numpy are in it.
+    compile_cache.environment_fingerprint.cache_clear()
+    own = compile_cache.environment_fingerprint()
+    content = compile_cache.model_content_hash(ModelEntry("m", "zoo:small_cnn", SMALL))
+    key = compile_cache.cache_key(content, "none", "0.27", "llvm", repository=1)
+    assert key == compile_cache.cache_key(
+        content, "none", "0.27", "llvm", repository=1, environment=own)
+    assert key != compile_cache.cache_key(
+        content, "none", "0.27", "llvm", repository=1, environment=keys[0])
+
+
+@pytest.mark.django_db
+def test_a_worker_with_another_package_version_compiles_an_unchanged_model_again(
+    tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    path = tmp_path / "repo"
+    create_demo_repository(path, ONE_MODEL, strategies=("greedy-by-size",))
+    repository = actions.track_repository("tiny", str(path))
+    commit = _record_head(repository, path)
+
+    def run(trigger: str) -> Run:
+        with django_capture_on_commit_callbacks(execute=True):
+            return actions.start_run(commit, trigger=trigger)  # eager: it runs here
+
+    first, same = run("manual"), run("rerun")
+    # A package upgraded on the worker (one more distribution in its package folders).
+    extra = tmp_path / "upgraded"
+    _installed(extra, "torch", "9.9.9", "torch/lib.so,sha256=NEW,1\n")
+    folders = compile_cache._site_packages()
+    monkeypatch.setattr(compile_cache, "_site_packages", lambda: [*folders, str(extra)])
+    compile_cache.environment_fingerprint.cache_clear()
+    try:
+        upgraded = run("rerun")
+    finally:
+        compile_cache.environment_fingerprint.cache_clear()
+
+    runs = [Run.objects.get(pk=run.pk) for run in (first, same, upgraded)]
+    assert [run.status for run in runs] == [Run.Status.SUCCEEDED] * 3, runs[-1].error
+    first, same, upgraded = (Result.objects.get(run=run) for run in runs)
+    assert same.reused_from == first  # the same environment: reused
+    assert not upgraded.is_reused, "an unchanged commit on another environment was reused"

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
+import json
 import platform
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from planner.report import StrategyReport
@@ -57,8 +58,13 @@ class BoardRunner:
 
     @property
     def cache_identity(self) -> str:
-        """What, besides the model and strategy, decides the figures: part of the cache key."""
-        return self.target
+        """What, besides the model and strategy, decides the figures: part of the cache key.
+        The target, and the options the board adds to its compiles where it adds any (the
+        CPU board adds none, and bisection looks its Results up by the target alone)."""
+        options = self.compile_options(None)
+        if options == BoardOptions():
+            return self.target
+        return f"{self.target}|{self.kind}|{json.dumps(asdict(options), sort_keys=True)}"
 
     def health(self) -> Health:
         """Whether the board can run models now: the sandbox first, then the board itself.
