@@ -5,8 +5,9 @@ the manifest's entry for the model (source, parameters and shape axis), the shap
 the pipeline, the repository's content that the compile read, the strategy, the TVM version
 and toolchain (spec, version and git hash: two builds of one release differ), every
 installed package the compile can import and the processor (:func:`environment_fingerprint`),
-the target and the board's options, and the planner code that builds and plans it. Two Results with the same key on the same
-board would measure the same thing, so the later one copies the earlier one's figures and
+the target and the board's options, and the planner code that builds and plans it. Two
+Results with the same key on the same board would measure the same thing, so the later one
+copies the earlier one's figures and
 artifacts (``Result.reused_from``). Figures are only ever copied within one repository
 (``Result.objects.cached`` and ``with_recorded_reads`` are limited to it), so one
 repository's results never stand for another's, however alike their files.
