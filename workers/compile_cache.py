@@ -7,10 +7,10 @@ and toolchain (spec, version and git hash: two builds of one release differ), ev
 installed package the compile can import and the processor (:func:`environment_fingerprint`),
 the target and the board's options, and the planner code that builds and plans it. Two
 Results with the same key on the same board would measure the same thing, so the later one
-copies the earlier one's figures and
-artifacts (``Result.reused_from``). Figures are only ever copied within one repository
-(``Result.objects.cached`` and ``with_recorded_reads`` are limited to it), so one
-repository's results never stand for another's, however alike their files.
+copies the earlier one's figures and artifacts (``Result.reused_from``). Figures are only
+ever copied within one repository (``Result.objects.cached`` and ``with_recorded_reads``
+are limited to it), so one repository's results never stand for another's, however alike
+their files.
 
 The repository's content enters a key in one of two ways:
 
