@@ -35,7 +35,10 @@ GITHUB = GITHUB_NAME.pattern
 
 class TrackRepositoryRequest(serializers.Serializer):
     name = serializers.RegexField(NAME, help_text="a short name: letters, digits, '-', '_'")
-    url = serializers.CharField(max_length=500, help_text="what git clones: https://... or a path")
+    url = serializers.CharField(max_length=500, help_text=(
+        "what git clones: https://..., ssh://..., git://... or host:path; a local path or "
+        "file:// only where PEAKWATCH_GIT_PROTOCOLS names file"
+    ))
     branch = serializers.RegexField(BRANCH, required=False, help_text="the default branch (main)")
     trust = serializers.ChoiceField(
         Repository.Trust.values, required=False,

@@ -2,18 +2,24 @@
 
 The tracking service records history from the mirror; a worker materialises the tree of the
 exact commit it runs (:func:`checkout`) and removes it afterwards.
+
+Git runs outside the sandbox, on whatever a tracked repository holds, so every command here
+is bounded (:class:`GitLimits`, ``PEAKWATCH["GIT"]``): a wall clock per command, a low-speed
+limit on HTTP transfers, the protocols git may fetch over, and the size of a checkout.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import os
 import re
+import shutil
+import signal
 import subprocess
-import tarfile
-from dataclasses import dataclass
+import tempfile
+import threading
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,35 +30,206 @@ class GitError(RuntimeError):
     pass
 
 
-def _git(*args: str, cwd: Path | None = None) -> str:
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False
+#: The protocols a setting may allow, as ``GIT_ALLOW_PROTOCOL`` names them: ``file`` is a
+#: local path or a ``file://`` URL. Remote helpers (``ext::``, which runs a command, and
+#: ``fd::``) are never allowed.
+PROTOCOLS = ("https", "http", "ssh", "git", "file")
+
+
+@dataclass(frozen=True)
+class GitLimits:
+    """What git, outside the sandbox, may spend on a tracked repository
+    (``PEAKWATCH["GIT"]``, each field under its upper-case name, set by
+    ``PEAKWATCH_GIT_<NAME>``)."""
+
+    #: What a clone URL may be; ``file`` (local paths) only where the host's files are the
+    #: operator's to offer.
+    protocols: tuple[str, ...] = ("https", "ssh", "git")
+    #: Wall clock of each git command: a clone, a fetch, a checkout.
+    seconds: float = 600.0
+    #: An HTTP transfer slower than this many bytes a second for ``low_speed_seconds`` ends.
+    low_speed_bytes: int = 1000
+    low_speed_seconds: int = 60
+    #: A checkout's files together, any one file, and its names (files, links and folders).
+    checkout_bytes: int = 4 << 30
+    checkout_file_bytes: int = 2 << 30
+    checkout_files: int = 100_000
+
+    @classmethod
+    def from_settings(cls, values: dict | None = None) -> GitLimits:
+        """Limits from the settings' ``GIT`` table (the project's settings when not given);
+        a name the table leaves out keeps its default."""
+        if values is None:
+            from django.conf import settings
+
+            values = settings.PEAKWATCH.get("GIT", {})
+        convert = {"int": int, "float": float, "tuple[str, ...]": tuple}
+        return cls(**{
+            f.name: convert[f.type](values[f.name.upper()])
+            for f in fields(cls) if f.name.upper() in values
+        })
+
+    def setting(self, name: str) -> str:
+        """``PEAKWATCH_GIT_NAME=value``, as a refusal names the limit it met."""
+        value = getattr(self, name)
+        if isinstance(value, tuple):
+            shown = ",".join(value)
+        else:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+        return f"PEAKWATCH_GIT_{name.upper()}={shown}"
+
+    def environment(self) -> dict[str, str]:
+        # Git enforces GIT_ALLOW_PROTOCOL itself, on redirects and submodules too.
+        return {
+            **os.environ, "GIT_ALLOW_PROTOCOL": ":".join(self.protocols),
+            "GIT_TERMINAL_PROMPT": "0",
+        }
+
+    def transfer_options(self) -> list[str]:
+        return [
+            "-c", f"http.lowSpeedLimit={self.low_speed_bytes}",
+            "-c", f"http.lowSpeedTime={self.low_speed_seconds}",
+        ]
+
+
+def _size(count: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if abs(count) < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+def url_protocol(url: str) -> str:
+    """The protocol git uses for ``url``, as ``GIT_ALLOW_PROTOCOL`` names it (git's own
+    reading: transport.c and connect.c)."""
+    helper = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)::", url)
+    if helper:
+        return helper[1]
+    colon, slash = url.find(":"), url.find("/")
+    if colon < 0 or (0 <= slash < colon):
+        return "file"
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", url)
+    if not scheme:
+        return "ssh"  # host:path, git's scp-like syntax
+    name = scheme[1].lower()
+    return "ssh" if name in ("git+ssh", "ssh+git") else name
+
+
+def url_refusal(url: str, limits: GitLimits) -> str:
+    """Why git may not clone ``url`` under ``limits``, or an empty string."""
+    protocol = url_protocol(url)
+    if protocol in limits.protocols:
+        return ""
+    shown = redact(url[:200])
+    if protocol == "file":
+        what = "a local repository"
+    elif protocol in PROTOCOLS:
+        what = f"a {protocol} URL"
+    else:
+        what = f"git's {protocol!r} remote helper, which is never allowed"
+    return (
+        f"{shown!r} is {what}: this host clones only over "
+        f"{', '.join(limits.protocols) or 'nothing'} ({limits.setting('protocols')}; it may "
+        f"name {', '.join(PROTOCOLS)})"
     )
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End ``proc`` and whatever it started (git's helpers, ssh, index-pack): SIGTERM first,
+    so that git removes its lock files, then SIGKILL to what is left of its group."""
+    if proc.returncode is not None:
+        return  # reaped already, and its group with it
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(2)
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _spawn(args: list[str], cwd, limits: GitLimits, **options) -> subprocess.Popen:
+    # A session of its own: on a time limit the whole group ends, not only git, whose
+    # children would otherwise hold its pipes open.
+    return subprocess.Popen(
+        ["git", *args], cwd=cwd, env=limits.environment(), start_new_session=True, **options
+    )
+
+
+def _run(args: tuple[str, ...], cwd, limits: GitLimits | None) -> bytes:
+    limits = limits or GitLimits.from_settings()
+    proc = _spawn(
+        list(args), cwd, limits, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    command = " ".join(arg for arg in args if not arg.startswith(("http.lowSpeed", "-c")))
+    try:
+        out, err = proc.communicate(timeout=limits.seconds)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        proc.communicate()
+        raise GitError(redact(
+            f"git {command} took more than {limits.seconds:g} s, its time limit "
+            f"({limits.setting('seconds')})"
+        )) from None
+    except BaseException:  # e.g. Celery's soft time limit: git must not outlive the task
+        _stop(proc)
+        raise
     if proc.returncode != 0:
         # The command line holds the clone URL, and git may echo it: never its credentials.
-        raise GitError(redact(f"git {' '.join(args)} failed: {proc.stderr.strip()}"))
-    return proc.stdout
+        stderr = err.decode(errors="replace").strip()[-4000:]
+        if "Operation too slow" in stderr or "curl 28" in stderr:
+            stderr += (
+                f" (the low-speed limit: {limits.setting('low_speed_bytes')} for "
+                f"{limits.setting('low_speed_seconds')})"
+            )
+        raise GitError(redact(f"git {command} failed: {stderr}"))
+    return out
+
+
+def _git(*args: str, cwd: Path | None = None, limits: GitLimits | None = None) -> str:
+    # Newlines as text mode reads them, so a message or manifest written on Windows reads
+    # the same.
+    text = _run(args, cwd, limits).decode(errors="replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _git_bytes(*args: str, cwd: Path | str | None = None) -> bytes:
     """``git`` whose output is names (bytes, NUL-separated), not text."""
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
-    if proc.returncode != 0:
-        stderr = proc.stderr.decode(errors="replace").strip()
-        raise GitError(redact(f"git {' '.join(args)} failed: {stderr}"))
-    return proc.stdout
+    return _run(args, cwd, None)
 
 
-def mirror(clone_url: str, work_dir: Path) -> Path:
+def mirror(clone_url: str, work_dir: Path, limits: GitLimits | None = None) -> Path:
     """A bare mirror of ``clone_url`` under ``work_dir``, fetched up to date."""
+    limits = limits or GitLimits.from_settings()
+    refusal = url_refusal(clone_url, limits)
+    if refusal:
+        raise GitError(refusal)
     key = hashlib.sha1(clone_url.encode()).hexdigest()[:16]
     path = work_dir / "repos" / f"{key}.git"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        _git(*limits.transfer_options(), "fetch", "--quiet", "--prune", "origin", cwd=path,
+             limits=limits)
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Cloned beside it and renamed into place: a clone ended by a limit (or a killed
+    # worker) leaves no half mirror that later fetches would take for a whole one.
+    partial = Path(tempfile.mkdtemp(prefix=f"{key}.", suffix=".partial", dir=path.parent))
+    try:
         # "--": a URL starting with "-" must never be read as an option.
-        _git("clone", "--quiet", "--mirror", "--", clone_url, str(path))
-    else:
-        _git("fetch", "--quiet", "--prune", "origin", cwd=path)
+        _git(*limits.transfer_options(), "clone", "--quiet", "--mirror", "--", clone_url,
+             str(partial), limits=limits)
+        try:
+            partial.rename(path)
+        except OSError:
+            if not path.exists():
+                raise
+            # Another process cloned it meanwhile: theirs is as good.
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
     return path
 
 
@@ -108,9 +285,11 @@ def has_commit(repo: Path, sha: str) -> bool:
     return True
 
 
-def fetch(repo: Path, refspec: str) -> None:
+def fetch(repo: Path, refspec: str, limits: GitLimits | None = None) -> None:
     """Fetch one more ref, e.g. ``pull/7/head`` of a fork's pull request."""
-    _git("fetch", "--quiet", "origin", refspec, cwd=repo)
+    limits = limits or GitLimits.from_settings()
+    _git(*limits.transfer_options(), "fetch", "--quiet", "origin", refspec, cwd=repo,
+         limits=limits)
 
 
 def merge_base(repo: Path, a: str, b: str) -> str:
@@ -242,21 +421,213 @@ def content_id(repo: Path, sha: str, paths: list[str] | None = None) -> str:
     return digest.hexdigest()
 
 
-def checkout(repo: Path, sha: str, dest: Path) -> Path:
+#: Bytes read from git at a time when a file is written: the checkout's memory, whatever
+#: the file's size.
+CHUNK = 1 << 20
+#: A link's target is a path: anything longer is no link a file system would hold.
+LINK_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class _Member:
+    path: str
+    mode: str
+    type: str
+    oid: str
+    size: int
+
+
+def _records(stream, limit: int):
+    """NUL-separated records from ``stream``, read a block at a time; stops after ``limit +
+    1``, so a tree of millions of names is never held to be counted."""
+    pending, count = b"", 0
+    while block := stream.read(CHUNK):
+        *records, pending = (pending + block).split(b"\0")
+        for record in records:
+            yield record
+            count += 1
+            if count > limit:
+                return
+    if pending:
+        yield pending
+
+
+def _members(
+    repo: Path, sha: str, limits: GitLimits, running: list[subprocess.Popen]
+) -> list[_Member]:
+    """Every name in the tree of ``sha`` with its size, refused as a whole when the tree is
+    over a checkout limit: nothing is written first. The git that lists them is added to
+    ``running`` while it runs."""
+    proc = _spawn(
+        ["ls-tree", "-r", "-t", "-l", "-z", "--full-tree", sha], repo, limits,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    running.append(proc)
+    members, total = [], 0
+    try:
+        for record in _records(proc.stdout, limits.checkout_files):
+            if len(members) == limits.checkout_files:
+                raise GitError(
+                    f"the tree of {sha[:10]} holds more than {limits.checkout_files} files, "
+                    f"links and folders, over the checkout's limit "
+                    f"({limits.setting('checkout_files')})"
+                )
+            info, _, name = record.partition(b"\t")
+            mode, kind, oid, size = info.decode().split()
+            member = _Member(os.fsdecode(name), mode, kind, oid, int(size) if kind == "blob" else 0)
+            if member.size > limits.checkout_file_bytes:
+                raise GitError(
+                    f"the tree of {sha[:10]} holds {member.path} of {_size(member.size)}, over "
+                    f"the checkout's limit of {_size(limits.checkout_file_bytes)} for one file "
+                    f"({limits.setting('checkout_file_bytes')})"
+                )
+            total += member.size
+            if total > limits.checkout_bytes:
+                raise GitError(
+                    f"the tree of {sha[:10]} holds at least {_size(total)} of files, over the "
+                    f"checkout's limit of {_size(limits.checkout_bytes)} "
+                    f"({limits.setting('checkout_bytes')})"
+                )
+            members.append(member)
+        proc.wait()
+        if proc.returncode != 0:
+            stderr = proc.stderr.read().decode(errors="replace").strip()
+            raise GitError(redact(f"git ls-tree {sha[:10]} failed: {stderr}"))
+    finally:
+        _stop(proc)
+        proc.stdout.close()
+        proc.stderr.close()
+    return members
+
+
+class _Blobs:
+    """``git cat-file --batch``, one object at a time: each blob is streamed from git's
+    pipe, never held whole. git flushes after each object, so a request is answered
+    before the next is written."""
+
+    def __init__(self, repo: Path, limits: GitLimits):
+        self.proc = _spawn(
+            ["cat-file", "--batch"], repo, limits, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+
+    def open(self, member: _Member) -> int:
+        """Ask for ``member``'s blob; its size, whose bytes :meth:`read` then gives."""
+        self.proc.stdin.write(f"{member.oid}\n".encode())
+        self.proc.stdin.flush()
+        header = self.proc.stdout.readline().split()
+        if len(header) != 3 or header[1] != b"blob" or int(header[2]) != member.size:
+            raise GitError(f"git cat-file gave no blob of {member.size} bytes for {member.path}")
+        return member.size
+
+    def read(self, size: int):
+        """The next ``size`` bytes, a chunk at a time, then the newline after them."""
+        while size:
+            chunk = self.proc.stdout.read(min(size, CHUNK))
+            if not chunk:
+                raise GitError("git cat-file ended in the middle of a blob")
+            size -= len(chunk)
+            yield chunk
+        self.proc.stdout.read(1)
+
+    def close(self) -> None:
+        _stop(self.proc)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:  # a broken pipe to a git ended by a limit
+                pass
+
+
+def _target(dest: Path, sha: str, path: str) -> Path:
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise GitError(f"the tree of {sha[:10]} has an unsafe entry: {path!r}")
+    return dest.joinpath(*parts)
+
+
+def checkout(repo: Path, sha: str, dest: Path, limits: GitLimits | None = None) -> Path:
     """Write the tree of ``sha`` into ``dest`` (files only, no .git) and return it.
 
-    Members that would land outside ``dest`` (absolute names, ``..``, links pointing out)
-    are refused: the archive is the tracked repository's, not ours.
+    The tree is written from git's objects, byte for byte: no attribute (``export-ignore``,
+    ``export-subst``, an eol filter) changes what is extracted, so the checkout is the tree
+    whose blob ids the compile cache's keys name. Files keep their executable bit;
+    submodules are empty folders, as ``git archive`` leaves them. Names that would land
+    outside ``dest`` (``..``, links pointing out) are refused: the tree is the tracked
+    repository's, not ours. So is a tree over a checkout limit, before anything is written;
+    blobs are streamed to disk, so a large file costs no memory.
     """
-    proc = subprocess.run(
-        ["git", "archive", "--format=tar", sha], cwd=repo, capture_output=True, check=False
-    )
-    if proc.returncode != 0:
-        raise GitError(redact(f"git archive {sha[:10]} failed: {proc.stderr.decode().strip()}"))
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
-        try:
-            archive.extractall(dest, filter="data")
-        except tarfile.FilterError as exc:
-            raise GitError(f"the tree of {sha[:10]} has an unsafe entry: {exc}") from None
+    limits = limits or GitLimits.from_settings()
+    # A wall clock for the whole checkout: the git it stops makes the read in progress end.
+    running: list[subprocess.Popen] = []
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        for proc in running:
+            _stop(proc)
+
+    timer = threading.Timer(limits.seconds, expire)
+    timer.daemon = True
+    timer.start()
+    blobs = None
+    links: list[tuple[Path, str]] = []
+    try:
+        members = _members(repo, sha, limits, running)
+        dest.mkdir(parents=True, exist_ok=True)
+        blobs = _Blobs(repo, limits)
+        running.append(blobs.proc)
+        for member in members:
+            target = _target(dest, sha, member.path)
+            if member.type in ("tree", "commit"):
+                target.mkdir(parents=True, exist_ok=True)
+            elif member.mode == "120000":
+                if member.size > LINK_BYTES:
+                    raise GitError(
+                        f"the tree of {sha[:10]} has an unsafe entry: the link {member.path} "
+                        f"is {member.size} bytes long"
+                    )
+                link = b"".join(blobs.read(blobs.open(member)))
+                links.append((target, os.fsdecode(link)))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _write(target, member, blobs)
+        # Links last: no file above was written through one.
+        for target, link in links:
+            target.symlink_to(link)
+        root = os.path.realpath(dest)
+        for target, link in links:
+            # Resolved once all are in place, so that a chain of links is followed too.
+            if os.path.isabs(link) or os.path.commonpath(
+                [root, os.path.realpath(target)]
+            ) != root:
+                raise GitError(
+                    f"the tree of {sha[:10]} has an unsafe entry: the link "
+                    f"{target.relative_to(dest)} points outside the tree ({link!r})"
+                )
+    except (GitError, OSError) as exc:
+        if expired.is_set():
+            raise GitError(
+                f"the checkout of {sha[:10]} took more than {limits.seconds:g} s, its time "
+                f"limit ({limits.setting('seconds')})"
+            ) from None
+        if isinstance(exc, OSError):
+            raise GitError(f"the tree of {sha[:10]} could not be written: {exc}") from None
+        raise
+    finally:
+        timer.cancel()
+        if blobs is not None:
+            blobs.close()
     return dest
+
+
+def _write(target: Path, member: _Member, blobs: _Blobs) -> None:
+    # O_EXCL and O_NOFOLLOW: a tree naming one path twice cannot write through what its
+    # first entry made.
+    fd = os.open(
+        target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+    )
+    with open(fd, "wb", buffering=0) as out:
+        for chunk in blobs.read(blobs.open(member)):
+            out.write(chunk)
+        os.fchmod(out.fileno(), 0o755 if member.mode == "100755" else 0o644)

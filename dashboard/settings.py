@@ -352,7 +352,30 @@ PEAKWATCH = {
     # must lie in one of TOOLCHAIN_PATHS.
     "TOOLCHAIN_DIR": envstr("PEAKWATCH_TOOLCHAIN_DIR", ""),
     "TOOLCHAIN_PATHS": envlist("PEAKWATCH_TOOLCHAIN_PATHS", []),
+    # Git, which runs outside the sandbox on what a tracked repository holds
+    # (dashboard/gitrepo.py GitLimits): the protocols a clone URL may use (file: a local
+    # path, the embedded default's own demo; a deployment's hosts are not the repositories'
+    # to read), each git command's wall clock, the low-speed limit of an HTTP transfer, and
+    # a checkout's bytes, largest file and names.
+    "GIT": {
+        "PROTOCOLS": envlist(
+            "PEAKWATCH_GIT_PROTOCOLS", ["https", "ssh", "git", *(["file"] if EMBEDDED else [])]
+        ),
+        "SECONDS": envint("PEAKWATCH_GIT_SECONDS", 600),
+        "LOW_SPEED_BYTES": envint("PEAKWATCH_GIT_LOW_SPEED_BYTES", 1000),
+        "LOW_SPEED_SECONDS": envint("PEAKWATCH_GIT_LOW_SPEED_SECONDS", 60),
+        "CHECKOUT_BYTES": envint("PEAKWATCH_GIT_CHECKOUT_BYTES", 4 << 30),
+        "CHECKOUT_FILE_BYTES": envint("PEAKWATCH_GIT_CHECKOUT_FILE_BYTES", 2 << 30),
+        "CHECKOUT_FILES": envint("PEAKWATCH_GIT_CHECKOUT_FILES", 100_000),
+    },
 }
+_unknown_protocols = set(PEAKWATCH["GIT"]["PROTOCOLS"]) - {"https", "http", "ssh", "git", "file"}
+if _unknown_protocols:
+    # ext:: runs a command and fd:: reads the worker's own descriptors: never a clone URL.
+    raise ImproperlyConfigured(
+        f"PEAKWATCH_GIT_PROTOCOLS names {', '.join(sorted(_unknown_protocols))}: it may name "
+        "https, http, ssh, git and file"
+    )
 
 # The boards this worker serves beyond cpu and cuda, as a JSON object by board name (rpc
 # address or tracker and key, target, memory capacity): see workers/boards/config.py.

@@ -31,5 +31,8 @@ os.environ.setdefault("PEAKWATCH_WEBHOOK_REJECTION_WINDOW", "0")
 # tests: one test process must not lock its own address out for the next file's tests.
 # tests/dashboard/test_sign_in_throttle.py sets the limits it checks.
 os.environ.setdefault("PEAKWATCH_SIGN_IN_FAILURES_PER_ADDRESS", "1000")
+# The tests' repositories are local folders standing for remote ones (a deployment's
+# default refuses local paths; tests/tracking/test_git_transfers.py checks that).
+os.environ.setdefault("PEAKWATCH_GIT_PROTOCOLS", "https,ssh,git,file")
 
 from dashboard.settings import *  # noqa: E402,F403

@@ -18,7 +18,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("name", help="a short name: letters, digits, '-' and '_'")
-        parser.add_argument("url", help="what git clones: https://..., git@..., or a path")
+        parser.add_argument(
+            "url", help="what git clones: https://..., git@..., or a path (where "
+            "PEAKWATCH_GIT_PROTOCOLS names file, as the embedded default does)",
+        )
         parser.add_argument("--branch", default="main", help="the default branch (main)")
         parser.add_argument(
             "--trust", default=Repository.Trust.COLLABORATORS, choices=Repository.Trust.values,
