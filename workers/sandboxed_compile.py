@@ -99,6 +99,12 @@ class SandboxedCompile:
         if os.path.lexists(reads_file):
             # An earlier compile's record must never stand for this one's.
             reads_file.unlink()
+        if job.tree is None and not job.pipeline and job.source.startswith("zoo:"):
+            # Peakwatch's own model, and nothing of the repository in play (no checkout: no
+            # pipeline, no planner of its own): no code of the repository would run in an
+            # import, which would only start TVM to hand over what the compile builds itself
+            # as the CLI does.
+            return self._compile(job, spec, None)
         try:
             failed = sandbox.run_job(
                 spec.replace(
@@ -121,17 +127,31 @@ class SandboxedCompile:
             # Only the micro board reads the unbound module: nothing else gets a second one.
             wanted = [f for f in FILES if spec.micro is not None or f != UNBOUND_FILE]
             trust.copy_plain_files(handed, received, wanted, self.limits.file_bytes)
+        except (sandbox.SandboxError, trust.HandoverError) as exc:
+            return job.failed(f"SandboxError: {exc}")
+        return self._compile(job, spec, received, reads)
+
+    def _compile(
+        self, job: CompileJob, spec: JobSpec, received: Path | None,
+        reads: CheckoutReads | None = None,
+    ) -> list[StrategyReport]:
+        """The compile phase, on the model the import handed over (``received``), or on
+        one it builds itself (None: a zoo model)."""
+        artifacts = job.artifacts_dir.resolve()
+        toolchain = job.toolchain
+        try:
             reports = sandbox.run_job(
                 spec.replace(
-                    phase="compile", imported=str(received),
+                    phase="compile", imported=str(received) if received else None,
                     artifacts_dir=str(artifacts / "compile" / "out"),
                     # Not run again: it says the framework's outputs may differ by design.
                     pipeline=job.pipeline,
                 ),
                 artifacts / "compile", limits=self.limits, devices=self.board.devices,
-                python=python, folders=folders,
+                python=toolchain.python if toolchain else None,
+                folders=toolchain.folders if toolchain else (),
             )
-        except (sandbox.SandboxError, trust.HandoverError) as exc:
+        except sandbox.SandboxError as exc:
             return job.failed(f"SandboxError: {exc}")
         reports = trust.match(
             reports, model=job.model_name, source=job.source, strategies=job.strategies,

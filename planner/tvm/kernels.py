@@ -30,9 +30,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.relax import vm_build
 
-#: The runtime module kind of a VM executable, and the loader TVM registers for it.
-_EXECUTABLE_KIND = "relax.VMExecutable"
-_LOAD_EXECUTABLE = f"ffi.Module.load_from_file.{_EXECUTABLE_KIND}"
+from planner.tvm.memory import LOAD_EXECUTABLE
 
 
 @dataclass
@@ -216,7 +214,7 @@ class KernelLibraries:
         from tvm.runtime import _ffi_api as runtime_api
         from tvm.support import cc
 
-        from planner.tvm.execute import quiet_executable_io
+        from planner.tvm.quiet_io import quiet_executable_io
 
         runtime = library.runtime
         compiled = root._collect_dso_modules()
@@ -267,7 +265,7 @@ def library_of(executable) -> KernelLibrary | None:
 
 def save_executable(executable: relax.VMExecutable, path: Path) -> None:
     """The executable's bytecode and constants alone, without its kernels."""
-    from planner.tvm.execute import quiet_executable_io
+    from planner.tvm.quiet_io import quiet_executable_io
 
     with quiet_executable_io():
         executable.mod.write_to_file(str(path))
@@ -275,10 +273,10 @@ def save_executable(executable: relax.VMExecutable, path: Path) -> None:
 
 def load_executable(path: Path, kernels: tvm.runtime.Module | None) -> relax.VMExecutable:
     """An executable :func:`save_executable` wrote, linked to ``kernels`` again."""
-    from planner.tvm.execute import quiet_executable_io
+    from planner.tvm.quiet_io import quiet_executable_io
 
     with quiet_executable_io():
-        module = tvm_ffi.get_global_func(_LOAD_EXECUTABLE)(str(path))
+        module = tvm_ffi.get_global_func(LOAD_EXECUTABLE)(str(path))
     if kernels is not None:
         module.import_module(kernels)
     return relax.VMExecutable(module)

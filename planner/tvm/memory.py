@@ -82,6 +82,10 @@ class MeasuringProcess:
             return self
         # numpy's BLAS threads would be forked in a broken state; nothing here needs them.
         env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        # It loads and runs builds, and never compiles: TVM's runtime library alone (TVM
+        # 0.27's documented switch; an older TVM ignores it), not its compiler, which is
+        # most of what ``import tvm`` costs (docs/tvm.md, "What a compile pays for").
+        env["TVM_USE_RUNTIME_LIB"] = "1"
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "planner.tvm.memory", "--serve"],
             env=env,
@@ -187,13 +191,33 @@ def _stats(shim) -> dict:
 
 
 def _load(executable: str, kernels):
+    """A build as a runtime module: an executable ``kernels.save_executable`` wrote, linked
+    to its loaded kernel library again, or a whole ``export_library`` file."""
     import tvm
+    import tvm_ffi
 
-    from planner.tvm.kernels import load_executable
+    from planner.tvm.quiet_io import quiet_executable_io
 
-    if Path(executable).suffix == ".vm":
-        return load_executable(Path(executable), kernels)
-    return tvm.runtime.load_module(executable)  # a whole export_library file
+    if Path(executable).suffix != ".vm":
+        return tvm.runtime.load_module(executable)
+    with quiet_executable_io():
+        module = tvm_ffi.get_global_func(LOAD_EXECUTABLE)(executable)
+    if kernels is not None:
+        module.import_module(kernels)
+    return module
+
+
+#: What ``kernels.save_executable`` writes (``relax.VMExecutable``), loaded by TVM's runtime
+#: without its compiler (``planner.tvm.kernels`` imports the compiler's Relax).
+LOAD_EXECUTABLE = "ffi.Module.load_from_file.relax.VMExecutable"
+
+
+def _virtual_machine():
+    try:
+        from tvm.runtime.vm import VirtualMachine  # TVM 0.27: part of the runtime
+    except ImportError:  # earlier releases: Relax's, with the compiler
+        from tvm.relax import VirtualMachine
+    return VirtualMachine
 
 
 def _measure_here(loaded, arrays: str, entry: str, memory_cfg: str) -> dict:
@@ -201,14 +225,13 @@ def _measure_here(loaded, arrays: str, entry: str, memory_cfg: str) -> dict:
     if not hasattr(shim, "peakwatch_stats"):
         raise MeasurementError("the memory shim is not preloaded (LD_PRELOAD)")
     import tvm
-    from tvm import relax
 
     dev = tvm.cpu()
     with np.load(arrays) as data:
         host = [data[f"arr_{i}"] for i in range(len(data.files))]
     before_weights = _stats(shim)["live"]
     args = [tvm.runtime.tensor(value, dev) for value in host]
-    vm = relax.VirtualMachine(loaded, dev, memory_cfg=memory_cfg)
+    vm = _virtual_machine()(loaded, dev, memory_cfg=memory_cfg)
     function = vm[entry]
     start = _stats(shim)
     shim.peakwatch_reset_peak()
