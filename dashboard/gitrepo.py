@@ -54,6 +54,10 @@ class GitLimits:
     checkout_bytes: int = 4 << 30
     checkout_file_bytes: int = 2 << 30
     checkout_files: int = 100_000
+    #: A file read whole from the mirror (the manifest), and what of a commit's message is
+    #: read (what a page keeps of it is less: ``dashboard.actions.runs.kept_message``).
+    file_bytes: int = 1 << 20
+    message_bytes: int = 256 << 10
 
     @classmethod
     def from_settings(cls, values: dict | None = None) -> GitLimits:
@@ -233,11 +237,19 @@ def mirror(clone_url: str, work_dir: Path, limits: GitLimits | None = None) -> P
     return path
 
 
-def read_file(repo: Path, sha: str, path: str) -> str:
+def read_file(repo: Path, sha: str, path: str, limits: GitLimits | None = None) -> str:
+    """The file ``path`` at ``sha``, refused past ``file_bytes`` before it is read."""
+    limits = limits or GitLimits.from_settings()
     try:
-        return _git("show", f"{sha}:{path}", cwd=repo)
+        size = int(_git("cat-file", "-s", f"{sha}:{path}", cwd=repo, limits=limits))
     except GitError as exc:
         raise GitError(f"{path} not found at {sha[:10]}: {exc}") from None
+    if size > limits.file_bytes:
+        raise GitError(
+            f"{path} at {sha[:10]} has {size:,} bytes, more than the {limits.file_bytes:,} a "
+            f"file read from the repository may have ({limits.setting('file_bytes')})"
+        )
+    return _git("cat-file", "blob", f"{sha}:{path}", cwd=repo, limits=limits)
 
 
 @dataclass(frozen=True)
@@ -249,15 +261,39 @@ class CommitInfo:
     committed_at: datetime
 
 
-def commit_info(repo: Path, rev: str) -> CommitInfo:
-    out = _git("show", "-s", "--format=%H%x00%P%x00%an%x00%ct%x00%B", rev, cwd=repo)
+def commit_info(repo: Path, rev: str, limits: GitLimits | None = None) -> CommitInfo:
+    """``rev``'s commit, its message read up to ``message_bytes`` (a repository's message is
+    anyone's text: a 64 MiB one was read, stored and served whole)."""
+    limits = limits or GitLimits.from_settings()
+    size = int(_git("cat-file", "-s", f"{rev}^{{commit}}", cwd=repo, limits=limits))
+    whole = size <= limits.message_bytes
+    out = _git("show", "-s", "--format=%H%x00%P%x00%an%x00%ct%x00" + ("%B" if whole else ""),
+               rev, cwd=repo, limits=limits)
     sha, parents, author, stamp, message = out.split("\x00", 4)
     return CommitInfo(
         sha=sha,
         parent_sha=parents.split()[0] if parents.strip() else "",
         author=author,
-        message=message.strip(),
+        message=message.strip() if whole else _message_start(repo, sha, size, limits),
         committed_at=datetime.fromtimestamp(int(stamp), tz=UTC),
+    )
+
+
+def _message_start(repo: Path, sha: str, size: int, limits: GitLimits) -> str:
+    """The first ``message_bytes`` of commit ``sha`` (``size`` bytes), read from the raw
+    object (its headers, a blank line, the message), and a line saying it was cut."""
+    proc = _spawn(["cat-file", "commit", sha], repo, limits, stdin=subprocess.DEVNULL,
+                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        head = proc.stdout.read(limits.message_bytes)
+    finally:
+        _stop(proc)
+        proc.stdout.close()
+    _, _, body = head.partition(b"\n\n")
+    text = body.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    return (
+        f"{text.strip()}\n\n[read in part: the commit is {size:,} bytes, of which the first "
+        f"{limits.message_bytes:,} were read ({limits.setting('message_bytes')})]"
     )
 
 

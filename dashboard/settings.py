@@ -367,6 +367,8 @@ PEAKWATCH = {
         "CHECKOUT_BYTES": envint("PEAKWATCH_GIT_CHECKOUT_BYTES", 4 << 30),
         "CHECKOUT_FILE_BYTES": envint("PEAKWATCH_GIT_CHECKOUT_FILE_BYTES", 2 << 30),
         "CHECKOUT_FILES": envint("PEAKWATCH_GIT_CHECKOUT_FILES", 100_000),
+        "FILE_BYTES": envint("PEAKWATCH_GIT_FILE_BYTES", 1 << 20),
+        "MESSAGE_BYTES": envint("PEAKWATCH_GIT_MESSAGE_BYTES", 256 << 10),
     },
 }
 _unknown_protocols = set(PEAKWATCH["GIT"]["PROTOCOLS"]) - {"https", "http", "ssh", "git", "file"}

@@ -42,9 +42,11 @@ from typing import Any
 
 #: At most this many paths of each kind: a record beyond it is not a hint worth keeping.
 MAX_PATHS = 20_000
-MAX_PATH_CHARS = 4096
-#: The record's JSON stays well below this (MAX_PATHS paths of MAX_PATH_CHARS each would not).
-MAX_RECORD_BYTES = 16 << 20
+MAX_PATH_CHARS = 1024
+#: The record is stored with each Result it keys: a record past this size is refused (the
+#: Result is keyed by the whole tree instead), rather than stored again and again. Twenty
+#: thousand paths of a hundred characters fit.
+MAX_RECORD_BYTES = 2 << 20
 #: The checkout's root, as a path of the record.
 ROOT = "."
 

@@ -88,16 +88,27 @@ MESSAGE_LINES = 200
 
 def kept_message(message: str) -> str:
     """``message`` within :data:`MESSAGE_CHARACTERS` and :data:`MESSAGE_LINES`, saying so
-    where it was cut."""
+    where it was cut, and keeping the line :func:`dashboard.gitrepo.commit_info` adds when
+    it read only the start of a longer message."""
+    body, sep, note = message.rpartition("\n\n[read in part: ")
+    if sep and note.endswith("]") and "\n" not in note:
+        message, note = body, f"[read in part: {note}"
+    else:
+        note = ""
     lines = message.splitlines(keepends=True)
     kept = "".join(lines[:MESSAGE_LINES])[:MESSAGE_CHARACTERS]
-    if kept == message:
+    parts = [kept.rstrip("\n")]
+    if kept != message:
+        parts.append(
+            f"[cut by Peakwatch: of the message's {len(message):,} characters in "
+            f"{len(lines):,} lines{' read' if note else ''}, the first {MESSAGE_LINES} lines, "
+            f"up to {MESSAGE_CHARACTERS:,} characters, are kept]"
+        )
+    elif not note:
         return message
-    return (
-        kept.rstrip("\n") + f"\n\n[cut by Peakwatch: the message has {len(message):,} "
-        f"characters in {len(lines):,} lines; the first {MESSAGE_LINES} lines, up to "
-        f"{MESSAGE_CHARACTERS:,} characters, are kept]"
-    )
+    if note:
+        parts.append(note)
+    return "\n\n".join(parts)
 
 
 def record_commit(

@@ -1,6 +1,8 @@
-"""A commit message is anyone's text: Peakwatch keeps its first lines, and says it cut it.
+"""A commit message is anyone's text: Peakwatch reads its start, keeps its first lines, and
+says where it cut it.
 
-A 64 MiB message was stored whole and served on every run page and API answer (67 MB each).
+A 64 MiB message was read, stored and served whole on every run page and API answer (67 MB
+each).
 """
 
 from __future__ import annotations
@@ -15,27 +17,41 @@ from tests.helpers import record_head
 pytestmark = pytest.mark.django_db
 
 
+def _commit_with_body(repo, body: str):
+    repo.write("README.md", "hello\n")
+    (repo.path / "message.txt").write_text("Add a readme\n\n" + body + "\n")
+    git(repo.path, "add", "README.md")
+    git(repo.path, "commit", "-q", "-F", "message.txt")
+    return record_head(repo.path, "tracked")
+
+
 @pytest.mark.parametrize(
-    ("line", "count"),
-    [("x" * 1000, 4_000), ("y", 300_000)],  # long lines; many short ones
+    ("line", "count", "read_whole"),
+    [
+        ("x" * 1000, 4_000, False),  # 4 MB of long lines: only its start is read
+        ("y", 300_000, False),  # 2 MB of short ones
+        ("z" * 99, 1_000, True),  # 100 kB: read whole, kept in part
+    ],
 )
 def test_a_huge_commit_message_is_kept_cut_and_pages_stay_small(
-    empty_repo, client, line, count
+    empty_repo, client, settings, line, count, read_whole
 ):
     body = "\n".join(f"{i} {line}" for i in range(count))
-    empty_repo.write("README.md", "hello\n")
-    (empty_repo.path / "message.txt").write_text("Add a readme\n\n" + body + "\n")
-    git(empty_repo.path, "add", "README.md")
-    git(empty_repo.path, "commit", "-q", "-F", "message.txt")
-    commit = record_head(empty_repo.path, "tracked")
+    commit = _commit_with_body(empty_repo, body)
 
     assert commit.title == "Add a readme"
     kept = commit.message
-    assert len(kept) < MESSAGE_CHARACTERS + 300
-    assert len(kept.splitlines()) <= MESSAGE_LINES + 2
+    assert len(kept) < MESSAGE_CHARACTERS + 600
+    assert len(kept.splitlines()) <= MESSAGE_LINES + 4
     assert kept.startswith("Add a readme\n\n0 ")
-    whole = len("Add a readme\n\n" + body)  # git drops the last newline
-    assert f"the message has {whole:,} characters" in kept
+    assert "[cut by Peakwatch: of the message's" in kept
+    read_in_part = settings.PEAKWATCH["GIT"]["MESSAGE_BYTES"]
+    if read_whole:
+        whole = len("Add a readme\n\n" + body)  # git drops the last newline
+        assert f"of the message's {whole:,} characters in {count + 2:,} lines," in kept
+        assert "read in part" not in kept
+    else:
+        assert f"of which the first {read_in_part:,} were read" in kept
 
     run = Run.objects.create(repository=commit.repository, commit=commit, trigger="test")
     page = client.get(run.get_absolute_url())

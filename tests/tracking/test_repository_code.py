@@ -94,6 +94,18 @@ def test_a_bad_manifest_fails_its_run_with_a_clear_message_and_breaks_no_page(
         assert client.get(url).status_code == 200, url
 
 
+def test_a_manifest_past_its_size_limit_is_refused_before_it_is_read(empty_repo, run_commit):
+    # Valid TOML: what refuses it is its size (a 256 MiB one was parsed whole).
+    empty_repo.write("peakwatch.toml", "# padding\n" * 200_000 + "[[models]]\n" + TINY)
+    empty_repo.commit("A manifest of two megabytes")
+
+    run = run_commit(empty_repo)
+
+    assert run.status == Run.Status.FAILED
+    assert "peakwatch.toml at" in run.error and "has 2,000,089 bytes" in run.error
+    assert "PEAKWATCH_GIT_FILE_BYTES=1048576" in run.error
+
+
 def test_a_model_file_that_leaves_the_tree_through_a_link_is_refused(
     empty_repo, tmp_path, run_commit
 ):
