@@ -11,8 +11,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
     PEAKWATCH_DATA_DIR=/data DJANGO_DEBUG=0
 # git reads manifests at commits; g++ links the modules TVM builds; bubblewrap confines the
 # tracked repositories' code a worker runs (workers/sandbox/: without it a worker refuses
-# to run any, unless PEAKWATCH_SANDBOX_ALLOW_REDUCED=1).
-RUN apt-get update && apt-get install -y --no-install-recommends git g++ bubblewrap \
+# to run any, unless PEAKWATCH_SANDBOX_ALLOW_REDUCED=1); libfuse2 serves a job its checkout
+# and records what it looks at (workers/sandbox/view.py; with no /dev/fuse and no right to
+# mount, results are keyed by the whole tree instead).
+RUN apt-get update && apt-get install -y --no-install-recommends git g++ bubblewrap libfuse2 \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml ./

@@ -134,6 +134,16 @@ class ResultSerializer(serializers.ModelSerializer):
         help_text="the result whose figures these are, copied because nothing the compile "
         "reads changed (the compile cache); null when compiled and measured for this run",
     )
+    cache_key = serializers.SerializerMethodField(
+        help_text="what a later commit's compile cache compares to reuse this result: "
+        "\"read\" (the files and folders its import looked at, as the worker's view of the "
+        "checkout saw them), \"whole tree\" (every file, with why in cache_key_reason: no "
+        "view on that worker, or a record past its limits), or \"manifest entry\" (a zoo "
+        "model of a suite with no code of its own reads nothing of the repository)"
+    )
+    cache_key_reason = serializers.SerializerMethodField(
+        help_text="why a result is keyed by the whole tree; empty otherwise"
+    )
     artifacts = ArtifactSerializer(many=True, read_only=True)
     shape_point = serializers.DictField(
         child=serializers.IntegerField(), read_only=True,
@@ -156,7 +166,8 @@ class ResultSerializer(serializers.ModelSerializer):
             "kernel_workspace_source", "output_bytes", "measured_peak_bytes",
             "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "outputs_match",
             "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version", "target",
-            "reused_from", "error", "created_at", "artifacts",
+            "reused_from", "cache_key", "cache_key_reason", "error", "created_at",
+            "artifacts",
         ]
         extra_kwargs = {
             "shape_label": {"help_text": "the shape point as pages name it (\"h=256,w=256\"); "
@@ -176,6 +187,23 @@ class ResultSerializer(serializers.ModelSerializer):
     )
     def get_kernel_workspace_source(self, result) -> str | None:
         return Breakdown.of(result).workspace_source or None
+
+    @extend_schema_field({"type": "string", "enum": ["read", "whole tree", "manifest entry"]})
+    def get_cache_key(self, result) -> str:
+        reads = result.reads or {}
+        if reads.get("observed_by"):
+            return "read"
+        zoo = str((result.details or {}).get("model_source", "")).startswith("zoo:")
+        return "manifest entry" if zoo and not reads else "whole tree"
+
+    def get_cache_key_reason(self, result) -> str:
+        reads = result.reads or {}
+        if "whole_tree" in reads:
+            return str(reads["whole_tree"])
+        if reads and not reads.get("observed_by"):
+            # Kept by the job's own process, before the worker observed reads itself.
+            return "its record of what it read was the repository's process's own"
+        return ""
 
 
 class RepositoryViewSet(viewsets.ReadOnlyModelViewSet):

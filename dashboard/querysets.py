@@ -150,18 +150,18 @@ class ResultQuerySet(models.QuerySet):
 
     def with_recorded_reads(
         self, board: str, repository, *, model: str, strategy: str, toolchain: str,
-        shape_label: str = "",
+        shape_label: str = "", observed_by: str,
     ):
         """Successful compiles of ``model`` x ``strategy`` with ``toolchain`` (a spec) on
-        the board named ``board`` in ``repository`` at ``shape_label`` that recorded what
-        they read of the checkout, newest first: those a commit may reuse when what they
-        read is unchanged there (workers/compile_cache.py). Originals only, and only the
-        repository's own, as in :meth:`cached`."""
+        the board named ``board`` in ``repository`` at ``shape_label`` whose record of
+        what they read of the checkout was made by ``observed_by``, newest first: those a
+        commit may reuse when what they read is unchanged there (workers/compile_cache.py).
+        Originals only, and only the repository's own, as in :meth:`cached`."""
         return self.succeeded().filter(
             board__name=board, reused_from__isnull=True, model__repository=repository,
             model__name=model, strategy__name=strategy, toolchain__spec=toolchain,
-            shape_label=shape_label,
-        ).exclude(reads={}).select_related("commit").order_by("-id")
+            shape_label=shape_label, reads__observed_by=observed_by,
+        ).select_related("commit").order_by("-id")
 
     def newest_by_series(self) -> dict[SeriesKey, object]:
         """The newest successful Result of each series among these; of one commit run

@@ -83,9 +83,6 @@ class JobSpec:
     base_dir: str | None = None
     pipeline: str = ""
     planner_time_limit: float | None = None
-    #: Where the import writes which files of ``base_dir`` it read
-    #: (:mod:`planner.checkout_reads`); None: it records nothing.
-    reads_out: str | None = None
     lift_temporaries: bool | None = None
     # Compile phase.
     #: The folder the import phase handed over, copied by the worker.

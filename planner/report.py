@@ -129,10 +129,13 @@ class StrategyReport:
     #: time), so pages can say so; every other figure is Peakwatch's own.
     reported_by_repository: list[str] = field(default_factory=list)
     error: str | None = None
-    #: What the compile's import read of the checkout, as the worker took it from the
-    #: import phase (:mod:`planner.checkout_reads`); None: not known. Never in a report's
-    #: JSON: no child says it for the compile.
+    #: What the compile's import looked at of the checkout, as the worker's view of it
+    #: saw (``workers/sandbox/view.py``); None: not known. Never in a report's JSON: no
+    #: child says it for the compile.
     checkout_reads: CheckoutReads | None = field(default=None, repr=False)
+    #: Why it is not known, where the import saw the checkout: the Result is then keyed
+    #: by the whole tree, and says why.
+    whole_tree_because: str = field(default="", repr=False)
 
     @property
     def ok(self) -> bool:
@@ -210,7 +213,7 @@ def point_folder(out: Path, point: dict[str, int] | None) -> Path:
 
 
 #: Fields only the worker sets, from what it checked itself: a child's report has none.
-WORKER_FIELDS = ("checkout_reads",)
+WORKER_FIELDS = ("checkout_reads", "whole_tree_because")
 
 
 class InvalidReport(ValueError):

@@ -20,41 +20,38 @@ The repository's content enters a key in one of two ways:
   model again. Names are read NUL-separated from git, so every name git can store counts,
   unicode, quotes and newlines included.
 - **What the compile read** (:func:`reads_content_hash`, ``Result.reads``): the import
-  phase records the files it opened or probed (present or not) and the folders it listed
-  (:mod:`planner.checkout_reads`); the key is the hash of exactly those, each as git holds
-  it at the commit (content hash and mode, "folder", "missing", or a folder's names), plus
-  everything else above. A change to a file the model never read leaves it; a change to one
-  it read, a file added where it looked or listed, compiles it again.
+  sees the checkout through a view the worker serves (:mod:`workers.sandbox.view`), which
+  records every path any process of the job looked up (found or not), opened or listed;
+  the key is the hash of exactly those, each as git holds it at the commit (content hash
+  and mode, "folder", "missing", or a folder's names), plus everything else above. A change
+  to a file the model never looked at leaves it; a change to one it read, a file added
+  where it looked or listed, compiles it again.
 
-Why a record from the repository's own process is safe to use. The import ran the
-repository's code, which can write any record it likes, so the record is a hint, and it is
-used only to narrow, never to make a changed file that was read look unchanged:
+Why reuse by that record is sound:
 
-1. A Result stores the record *its own* compile made, and the key those paths gave at its
+1. The record is the worker's, not the job's. The kernel asks the view about every lookup
+   of the checkout, whatever makes it (Python, native code, a program the job starts, a
+   spawned child), and the view runs outside the sandbox: nothing the job does can leave a
+   path out or narrow its own key. Records a job's own process kept (before the view) are
+   never used (``Result.reads["observed_by"]``).
+2. A Result stores the record *its own* compile made, and the key those paths gave at its
    own commit. A later commit C reuses it only if the same paths give the same key at C:
    every recorded file has the same blob id and mode (or is missing in both), every
    recorded folder the same names, and the manifest entry, pipeline, strategy, TVM,
-   toolchain, target and planner match. C's own code never has a say: its record is not
-   made yet. Paths and their contents are read from git by the worker, never from the child.
-2. For an honest record, reuse is sound for the reason a build system's is: the import is
-   a function of what it read (the environment is in the key through TVM, toolchain and
-   planner), and at C everything it read, looked for or listed is the same, so it would
-   read the same files and hand over the same model.
-3. A lying record (a file left out) can only make its *own* figures stand for later
-   commits, and only for commits that descend from it: a recorded key is only believed at
-   a commit whose history holds the commit that recorded it (``gitrepo.is_ancestor``).
-   Code in C's own history (merged by someone who can push) could build any model it
-   likes at C anyway; a pull request nobody merged cannot make its figures stand for the
-   default branch's, nor for another repository's (the lookup never leaves the
-   repository).
-4. Where there is no record (results from before it existed, a toolchain's import that
-   wrote none, a record refused by ``workers.trust`` or marked incomplete because the
-   import started a program that may read files unrecorded) the whole-tree key alone
-   applies, which is the key the sandbox's view allows.
+   toolchain, environment, target and planner match. C's own code never has a say: its
+   record is not made yet. Paths and their contents are read from git by the worker.
+3. Then reuse is sound for the reason a build system's is: the import is a function of
+   what it looked at (the environment is in the key through its packages, TVM, toolchain
+   and planner), and at C everything it read, looked for or listed is the same, so it would
+   do the same and hand over the same model. A record is still only believed at a commit
+   whose history holds the commit that recorded it (``gitrepo.is_ancestor``), and the
+   lookup never leaves the repository.
+4. Where there is no record (no view on this worker, a view that failed, an import that
+   looked at more paths than a record holds) the whole-tree key alone applies, which is
+   the key the sandbox's view allows, and the Result says why (``Result.reads["whole_tree"]``).
 
 What a record does not see: files outside the checkout (the environment, keyed by
-:func:`environment_fingerprint`, toolchain and planner instead), and files native code opens
-without Python (a C extension calling ``fopen``); see :mod:`planner.checkout_reads`.
+:func:`environment_fingerprint`, toolchain and planner instead).
 """
 
 from __future__ import annotations

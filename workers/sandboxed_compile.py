@@ -10,17 +10,18 @@ what they add to the job (:class:`BoardOptions`), never how it is run.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from planner.checkout_reads import CheckoutReads
+from planner.checkout_reads import CheckoutReads, InvalidReads, parse_reads
 from planner.job_spec import CudaOptions, JobSpec, MicroOptions
 from planner.report import StrategyReport
 from planner.tvm.imported import FILES, UNBOUND_FILE
 from planner.tvm.toolchain import Toolchain
 from workers import sandbox, trust
+from workers.sandbox import view as view_module
 
 log = logging.getLogger(__name__)
 
@@ -95,34 +96,35 @@ class SandboxedCompile:
         python = toolchain.python if toolchain else None
         folders = toolchain.folders if toolchain else ()
         spec = self.spec(job)
-        reads_file = artifacts / "import" / "reads.json"
-        if os.path.lexists(reads_file):
-            # An earlier compile's record must never stand for this one's.
-            reads_file.unlink()
         if job.tree is None and not job.pipeline and job.source.startswith("zoo:"):
             # Peakwatch's own model, and nothing of the repository in play (no checkout: no
             # pipeline, no planner of its own): no code of the repository would run in an
             # import, which would only start TVM to hand over what the compile builds itself
             # as the CLI does.
             return self._compile(job, spec, None)
+        reads: CheckoutReads | str | None = None
         try:
-            failed = sandbox.run_job(
-                spec.replace(
-                    phase="import", out=str(handed),
-                    base_dir=str(job.tree.resolve()) if job.tree is not None else None,
-                    pipeline=job.pipeline, planner_time_limit=self.limits.planner_seconds,
-                    reads_out=str(reads_file) if job.tree is not None else None,
-                ),
-                artifacts / "import", tree=job.tree, limits=self.limits, python=python,
-                folders=folders,
-            )
+            with contextlib.ExitStack() as stack:
+                tree, view = job.tree, None
+                if tree is not None:
+                    tree, view, reads = self._view(job, artifacts, stack)
+                failed = sandbox.run_job(
+                    spec.replace(
+                        phase="import", out=str(handed),
+                        base_dir=str(tree) if tree is not None else None,
+                        pipeline=job.pipeline, planner_time_limit=self.limits.planner_seconds,
+                    ),
+                    artifacts / "import", tree=tree, limits=self.limits, python=python,
+                    folders=folders,
+                )
+            if view is not None:
+                reads = self._observed(job, view)
             if failed:
                 # The import has no figures: only why each strategy could not be built.
                 errors = {r.strategy: r.error for r in failed if r.error}
                 first = next(iter(errors.values()), "the model's import returned reports, "
                              "not a model")
                 return job.failed(first, errors)
-            reads = self.checkout_reads(job, reads_file)
             received = artifacts / "compile" / "network"
             # Only the micro board reads the unbound module: nothing else gets a second one.
             wanted = [f for f in FILES if spec.micro is not None or f != UNBOUND_FILE]
@@ -133,7 +135,7 @@ class SandboxedCompile:
 
     def _compile(
         self, job: CompileJob, spec: JobSpec, received: Path | None,
-        reads: CheckoutReads | None = None,
+        reads: CheckoutReads | str | None = None,
     ) -> list[StrategyReport]:
         """The compile phase, on the model the import handed over (``received``), or on
         one it builds itself (None: a zoo model)."""
@@ -162,21 +164,45 @@ class SandboxedCompile:
                 report, artifacts / "compile" / "out", model=job.model_name,
                 limit=self.limits.file_bytes,
             )
-            report.checkout_reads = reads
+            if isinstance(reads, CheckoutReads):
+                report.checkout_reads = reads
+            elif reads:
+                report.whole_tree_because = reads
         return reports
 
     @staticmethod
-    def checkout_reads(job: CompileJob, path: Path) -> CheckoutReads | None:
-        """What the import read of the checkout, or None (the compile cache then keys the
-        model by the whole tree). A record that is missing, incomplete or refused never
-        fails the compile: it only makes the cache less precise."""
-        if job.tree is None:
-            return None
+    def _view(job: CompileJob, artifacts: Path, stack: contextlib.ExitStack):
+        """The checkout as the import sees it: through a view this worker serves, which
+        records what it looked at (:mod:`workers.sandbox.view`), where this host can serve
+        one; else the checkout itself, and why the Result is keyed by the whole tree."""
+        why_not = view_module.unavailable()
+        if why_not:
+            return job.tree, None, f"no view of the checkout here: {why_not}"
         try:
-            return trust.read_checkout_reads(path)
-        except trust.HandoverError as exc:
+            view = stack.enter_context(
+                view_module.CheckoutView(job.tree, artifacts / "checkout-view")
+            )
+        except view_module.ViewError as exc:
             log.warning("%s: %s; keyed by the whole tree", job.model_name, exc)
-            return None
+            return job.tree, None, f"the view of the checkout failed: {exc}"
+        return view.mountpoint.resolve(), view, None
+
+    @staticmethod
+    def _observed(job: CompileJob, view) -> CheckoutReads | str:
+        """What the view saw the import look at, or why the Result is keyed by the whole
+        tree instead. A record that is missing or refused never fails the compile: it only
+        makes the cache less precise."""
+        record = view.record()
+        if record is None:
+            return "the view of the checkout did not end cleanly"
+        if "incomplete" in record:
+            return f"what the import looked at is past the record's limits: " \
+                f"{record['incomplete']}"
+        try:
+            return parse_reads(record)
+        except InvalidReads as exc:
+            log.warning("%s: %s; keyed by the whole tree", job.model_name, exc)
+            return f"what the import looked at is past the record's limits: {exc}"
 
     def spec(self, job: CompileJob) -> JobSpec:
         """What both phases share; each adds its own fields."""

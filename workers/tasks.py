@@ -288,6 +288,10 @@ def _record_offline(run: Run, suite: manifest.Suite, board: str, reason: str) ->
 
 #: Earlier compiles of a model x strategy x point whose records are tried at a commit.
 RECORDED_CANDIDATES = 20
+#: ``Result.reads["observed_by"]`` of a record the worker's view of the checkout made
+#: (workers/sandbox/view.py): the only records a later commit's key is narrowed by. Records
+#: from before it, which the repository's own process wrote, are not.
+OBSERVED_BY_VIEW = "the worker's view of the checkout"
 
 
 class _CacheLookup:
@@ -337,24 +341,29 @@ class _CacheLookup:
         return self.key(content, strategy, point) if content is not None else None
 
     def recorded(self, report: StrategyReport) -> dict | None:
-        """What ``report``'s compile read and the key it gives here, for ``Result.reads``."""
+        """What ``report``'s compile looked at and the key it gives here, for
+        ``Result.reads``; or why the Result is keyed by the whole tree."""
         reads = report.checkout_reads
         if reads is None:
-            return None
+            return {"whole_tree": report.whole_tree_because} if report.whole_tree_because \
+                else None
         key = self._read_key(reads, report.strategy, report.shape_point)
-        return {**reads.to_json(), "key": key} if key else None
+        if not key:
+            return {"whole_tree": "the commit's tree could not be listed"}
+        return {**reads.to_json(), "key": key, "observed_by": OBSERVED_BY_VIEW}
 
     def unchanged_since(self, board: str, strategy: str, point) -> Result | None:
         """An earlier compile whose recorded files are all unchanged at this commit, in
         this commit's history; None when there is none."""
         candidates = Result.objects.with_recorded_reads(
             board, self.run.repository_id, model=self.entry.name, strategy=strategy,
-            toolchain=self.toolchain, shape_label=label(point),
+            toolchain=self.toolchain, shape_label=label(point), observed_by=OBSERVED_BY_VIEW,
         ).exclude(run=self.run)[:RECORDED_CANDIDATES]
         for candidate in candidates:
             try:
                 # Checked when it was stored; checked again, as anything read back is.
-                reads = parse_reads({k: v for k, v in candidate.reads.items() if k != "key"})
+                reads = parse_reads({k: v for k, v in candidate.reads.items()
+                                     if k not in ("key", "observed_by")})
             except InvalidReads:
                 continue
             if candidate.reads.get("key") != self._read_key(reads, strategy, point):

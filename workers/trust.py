@@ -26,7 +26,6 @@ from pathlib import Path
 
 from dashboard import json_bodies
 from planner import npz_files
-from planner.checkout_reads import MAX_RECORD_BYTES, CheckoutReads, InvalidReads, parse_reads
 from planner.report import (
     ARTIFACT_NAMES,
     InvalidReport,
@@ -138,20 +137,6 @@ def not_as_named(handle, name: str, limit: int) -> str:
         except HandoverError as exc:
             return f"it {exc}"
     return ""
-
-
-def read_checkout_reads(path: Path) -> CheckoutReads | None:
-    """What the import phase says it read of the checkout (:mod:`planner.checkout_reads`):
-    None when it says its record is incomplete; HandoverError when the file is not a
-    record. The paths are checked here; what they hold is read from git, never from the
-    child."""
-    data = read_json(path, MAX_RECORD_BYTES)
-    if isinstance(data, dict) and set(data) == {"incomplete"}:
-        return None
-    try:
-        return parse_reads(data)
-    except InvalidReads as exc:
-        raise HandoverError(f"its record of what it read was refused: {exc}") from None
 
 
 def match(

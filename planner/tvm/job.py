@@ -8,9 +8,8 @@ only the second (the README's "Trust boundary"). JOB.json is a
   ONNX file, a zoo entry), runs the repository's pipeline and planners, and writes what it
   built into ``job.out`` (:func:`planner.tvm.imported.save_imported`). OUT.json is an
   empty list, or one failed report per strategy saying why the model could not be built.
-  With ``job.reads_out`` it also writes there which files of the checkout it read, recorded
-  from before any repository code runs (:mod:`planner.checkout_reads`), for the compile
-  cache.
+  What it looks at of the checkout is not its to say: the worker serves the checkout to it
+  and records that itself (``workers/sandbox/view.py``), for the compile cache.
 - ``phase = "compile"`` imports nothing of the repository. It reads that folder back
   (:func:`planner.tvm.imported.load_imported`, every field checked) and plans, builds,
   checks and measures: every figure of a report comes from here. A micro job
@@ -372,18 +371,9 @@ def _checkout_on_path(root: str) -> None:
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     job = JobSpec.from_json(json.loads(Path(argv[0]).read_text()))
-    recorder = None
     if job.phase == "import" and job.base_dir:
         _checkout_on_path(job.base_dir)
-    if job.phase == "import" and job.reads_out and job.base_dir:
-        from planner.checkout_reads import start_recording
-
-        # Before the repository's code runs: what it reads decides what the compile cache
-        # may reuse (workers/compile_cache.py).
-        recorder = start_recording(job.base_dir)
     reports = run(job)
-    if recorder is not None:
-        recorder.write(job.reads_out)
     for report in reports:
         # Failed reports too: the worker records each under the toolchain it asked for.
         report.environment["toolchain"] = job.toolchain

@@ -14,13 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.test import Client
 
 from dashboard import actions, gitrepo
 from dashboard.models import Result, Run
-from planner.checkout_reads import MAX_PATHS, CheckoutReads
+from planner.checkout_reads import MAX_PATHS, CheckoutReads, InvalidReads, parse_reads
 from tests.helpers import Repo
-from workers import compile_cache, trust
+from workers import compile_cache
 from workers.manifest import ModelEntry, Suite
+from workers.sandbox import view
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -126,51 +128,80 @@ def test_the_read_key_follows_exactly_the_files_looked_at_and_the_folders_listed
 
 
 def _record(tree: Path, script: str, tmp_path: Path) -> dict:
-    """Run ``script`` in a fresh Python in ``tree`` after ``start_recording``; its record."""
-    out = tmp_path / "reads.json"
-    code = (
-        "import sys\nfrom planner.checkout_reads import start_recording\n"
-        f"recorder = start_recording({str(tree)!r})\n{script}\n"
-        f"recorder.write({str(out)!r})\n"
-    )
-    subprocess.run(
-        [sys.executable, "-c", code], cwd=tree, check=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": str(PROJECT), "PYTHONDONTWRITEBYTECODE": "1"},
-    )
-    return json.loads(out.read_text())
+    """Run ``script`` in a fresh Python, as another user would, in the view of ``tree``
+    the worker serves; what the view saw it look at."""
+    with view.CheckoutView(tree, tmp_path / "view") as served:
+        subprocess.run(
+            [sys.executable, "-c", script], cwd=served.mountpoint, check=True, timeout=60,
+            env={**os.environ, "PYTHONPATH": str(PROJECT), "PYTHONDONTWRITEBYTECODE": "1"},
+        )
+    return served.record()
 
 
-def test_the_import_records_what_it_opened_imported_probed_and_listed(tmp_path):
+needs_view = pytest.mark.skipif(
+    bool(view.unavailable()), reason=f"no FUSE view here: {view.unavailable()}"
+)
+
+
+@needs_view
+def test_the_view_records_what_any_reader_opened_probed_and_listed(tmp_path):
     tree = tmp_path / "tree"
     (tree / FOLDER).mkdir(parents=True)
     (tree / WIDTH_FILE).write_text("16")
     (tree / "helper_mod.py").write_text("VALUE = 1\n")
     (tree / "data").mkdir()
+    (tree / "data" / "big.bin").write_bytes(b"0" * 10)
     (tree / "link").symlink_to("data")
+    for name in ("native.txt", "shell.txt", "dirfd.txt", "spawned.txt", "sqlite.db"):
+        (tree / name).write_text("1")
 
     record = _record(tree, "\n".join([
-        "import os, glob, helper_mod",
+        "import ctypes, multiprocessing, os, sqlite3, subprocess, sys",
+        "sys.path.insert(0, '.')",
+        "import helper_mod",
         f"open({WIDTH_FILE!r}).read()",
         "os.path.exists('missing.cfg')",
-        "glob.glob('data/*')",
         "os.listdir('link')",
+        # Sizes through a listing's entries, no file opened.
+        "[entry.stat().st_size for entry in os.scandir('data')]",
+        # libc's own fopen, a program started by its absolute path, a folder's descriptor.
+        "libc = ctypes.CDLL(None)",
+        "libc.fopen.restype = ctypes.c_void_p",
+        "libc.fclose(ctypes.c_void_p(libc.fopen(b'native.txt', b'r')))",
+        "subprocess.run(['/bin/sh', '-c', 'cat shell.txt > /dev/null'], check=True)",
+        "folder = os.open('.', os.O_RDONLY)",
+        "os.close(os.open('dirfd.txt', os.O_RDONLY, dir_fd=folder))",
+        "sqlite3.connect('file:sqlite.db?mode=ro', uri=True).close()",
+        "ctx = multiprocessing.get_context('spawn')",
+        "child = ctx.Process(target=open, args=('spawned.txt',))",
+        "child.start(); child.join()",
         "open('/etc/hostname').close()",
     ]), tmp_path)
 
-    assert {WIDTH_FILE, "helper_mod.py", "missing.cfg"} <= set(record["files"])
+    assert {WIDTH_FILE, "helper_mod.py", "missing.cfg", "data/big.bin", "native.txt",
+            "shell.txt", "dirfd.txt", "sqlite.db", "spawned.txt"} <= set(record["files"])
     # Through a link: the link and where it leads.
-    assert {".", "data", "link"} <= set(record["folders"])
-    # Files outside the checkout are the environment's, keyed by toolchain instead.
+    assert {"link", "data"} <= set(record["files"]) and "data" in record["folders"]
+    # Files outside the checkout are the environment's, keyed by its packages instead.
     assert not any(path.startswith("/") or ".." in path for path in record["files"])
 
 
-def test_a_program_that_may_read_files_unrecorded_leaves_no_record(tmp_path):
+@needs_view
+def test_a_job_cannot_write_to_its_view_or_its_record(tmp_path):
     tree = tmp_path / "tree"
     tree.mkdir()
+    (tree / "model.py").write_text("X = 1\n")
 
-    record = _record(tree, "import subprocess\nsubprocess.run(['sh', '-c', 'true'])", tmp_path)
-
-    assert set(record) == {"incomplete"}
+    with view.CheckoutView(tree, tmp_path / "view") as served:
+        for attempt in (lambda: (served.mountpoint / "model.py").write_text("X = 2\n"),
+                        lambda: (served.mountpoint / "new.py").write_text(""),
+                        lambda: (served.mountpoint / "model.py").unlink()):
+            with pytest.raises(OSError):
+                attempt()
+    assert (tree / "model.py").read_text() == "X = 1\n"
+    assert not (tree / "new.py").exists()
+    # The record is the serving process's, written after the view is gone.
+    assert "model.py" in served.record()["files"]
 
 
 @pytest.mark.parametrize("record, why", [
@@ -181,12 +212,10 @@ def test_a_program_that_may_read_files_unrecorded_leaves_no_record(tmp_path):
     ({"files": ["a"] * (MAX_PATHS + 1)}, "more than"),
     ({"files": [], "key": "forged"}, "unknown fields"),
 ])
-def test_a_record_that_breaks_the_format_is_refused(tmp_path, record, why):
-    path = tmp_path / "reads.json"
-    path.write_text(json.dumps(record))
-
-    with pytest.raises(trust.HandoverError, match=why):
-        trust.read_checkout_reads(path)
+def test_a_record_that_breaks_the_format_is_refused(record, why):
+    # Records are read back from stored Results: checked again, as anything read back is.
+    with pytest.raises(InvalidReads, match=why):
+        parse_reads(record)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -247,3 +276,106 @@ def test_changing_one_models_file_compiles_only_that_model(empty_repo):
     assert a.reused_from == _result(first, "a"), second.log
     assert not b.is_reused
     assert b.planned_bytes > _result(first, "b").planned_bytes
+
+
+#: Ways honest code reads its configuration that a record kept by the job's own process
+#: missed: each read width.txt, and a commit that changed only it was shown "unchanged".
+READERS = {
+    "a program by its absolute path": (
+        "import shutil, subprocess\n"
+        "def width():\n"
+        "    cat = shutil.which('cat')\n"
+        "    return int(subprocess.run([cat, 'config/width.txt'], capture_output=True,"
+        " check=True).stdout)\n"
+    ),
+    "libc through ctypes": (
+        "import ctypes\n"
+        "def width():\n"
+        "    libc = ctypes.CDLL(None)\n"
+        "    libc.fopen.restype = ctypes.c_void_p\n"
+        "    handle = ctypes.c_void_p(libc.fopen(b'config/width.txt', b'r'))\n"
+        "    buffer = ctypes.create_string_buffer(32)\n"
+        "    libc.fgets(buffer, 32, handle)\n"
+        "    libc.fclose(handle)\n"
+        "    return int(buffer.value)\n"
+    ),
+    "a folder's descriptor": (
+        "import os\n"
+        "def width():\n"
+        "    folder = os.open('config', os.O_RDONLY)\n"
+        "    handle = os.open('width.txt', os.O_RDONLY, dir_fd=folder)\n"
+        "    return int(os.read(handle, 32))\n"
+    ),
+    "a spawned child": (
+        "import multiprocessing\n"
+        "def _read(queue):\n"
+        "    queue.put(int(open('config/width.txt').read()))\n"
+        "def width():\n"
+        "    ctx = multiprocessing.get_context('spawn')\n"
+        "    queue = ctx.Queue()\n"
+        "    child = ctx.Process(target=_read, args=(queue,))\n"
+        "    child.start()\n"
+        "    value = queue.get(timeout=60)\n"
+        "    child.join()\n"
+        "    return value\n"
+    ),
+    "a listing's sizes": (
+        "import os\n"
+        "def width():\n"
+        "    return next(e.stat().st_size for e in os.scandir('config') if e.name == 'width.txt')\n"
+    ),
+}
+
+
+@needs_view
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+@pytest.mark.parametrize("reader", sorted(READERS))
+def test_a_config_read_any_way_is_never_reused_once_it_changes(empty_repo, reader):
+    repo = empty_repo
+    repo.write("peakwatch.toml", _manifest({"net": "models/net.py:build"}))
+    repo.write("models/reader.py", READERS[reader])
+    repo.write("models/net.py", (
+        "import sys\nsys.path.insert(0, 'models')\n"
+        "from reader import width\nfrom planner.tvm.zoo.mlp import mlp\n\n\n"
+        "def build():\n    return mlp(features=8, hidden=(width(),), classes=2)\n"
+    ))
+    # A size and a number at once: the scandir reader takes the size.
+    repo.write("config/width.txt", "16" + " " * 14)
+    repository = actions.track_repository("configured", str(repo.path))
+    first = _result(_run(repository, repo, repo.commit("Width 16")), "net")
+    assert first.reads.get("observed_by"), first.reads
+    assert "config/width.txt" in first.reads["files"]
+    answer = Client().get(f"/api/results/{first.pk}/").json()
+    assert (answer["cache_key"], answer["cache_key_reason"]) == ("read", "")
+
+    repo.write("config/width.txt", "64" + " " * 62)
+    second_run = _run(repository, repo, repo.commit("Width 64, in the config alone"))
+    second = _result(second_run, "net")
+
+    assert not second.is_reused, second_run.log
+    assert second.planned_bytes > first.planned_bytes
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.slow
+def test_without_a_view_a_result_is_keyed_by_the_whole_tree_and_says_why(
+    empty_repo, monkeypatch
+):
+    # A host without FUSE (a container without /dev/fuse): nothing observes the reads.
+    monkeypatch.setattr(view, "unavailable", lambda: "the kernel offers no FUSE")
+    repo = empty_repo
+    repo.write("peakwatch.toml", _manifest({"a": "models/a.py:build"}))
+    repo.write("models/a.py", _model(16))
+    repo.write("README.md", "first\n")
+    repository = actions.track_repository("no-view", str(repo.path))
+    first = _result(_run(repository, repo, repo.commit("A model")), "a")
+
+    answer = Client().get(f"/api/results/{first.pk}/").json()
+    assert answer["cache_key"] == "whole tree"
+    assert answer["cache_key_reason"] == "no view of the checkout here: the kernel offers no FUSE"
+
+    # A file the model never reads changes: the whole tree did, so it compiles again.
+    repo.write("README.md", "second\n")
+    second_run = _run(repository, repo, repo.commit("Change the readme"))
+    assert not _result(second_run, "a").is_reused, second_run.log
