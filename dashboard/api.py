@@ -7,7 +7,9 @@ the page size.
 
 from __future__ import annotations
 
-from django.db.models import Count
+from urllib.parse import urlencode
+
+from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import (
@@ -18,10 +20,11 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from dashboard import commit_alerts, queue
+from dashboard import commit_alerts, queue, series_export
+from dashboard.api_find import LatestRunSerializer, WithLatestRuns
 from dashboard.api_params import ID_SCHEMA, MAX_BIGINT, enum_param, int_param
 from dashboard.compare import Breakdown
 from dashboard.models import (
@@ -42,11 +45,20 @@ from dashboard.trends import find_toolchain, trend
 
 class RepositorySerializer(serializers.ModelSerializer):
     model_count = serializers.IntegerField(read_only=True)
+    open_pull_requests = serializers.IntegerField(
+        read_only=True, help_text="pull requests GitHub has not said were closed"
+    )
+    latest_run = LatestRunSerializer(
+        read_only=True, allow_null=True, help_text="its newest run; null while none"
+    )
 
     class Meta:
         model = Repository
         # Not the clone URL (may embed a token) nor the webhook secret.
-        fields = ["id", "name", "default_branch", "created_at", "model_count"]
+        fields = [
+            "id", "name", "default_branch", "created_at", "model_count", "open_pull_requests",
+            "latest_run",
+        ]
 
 
 class ModelSerializer(serializers.ModelSerializer):
@@ -206,9 +218,21 @@ class ResultSerializer(serializers.ModelSerializer):
         return ""
 
 
-class RepositoryViewSet(viewsets.ReadOnlyModelViewSet):
+class RepositoryViewSet(WithLatestRuns, viewsets.ReadOnlyModelViewSet):
+    """Tracked repositories, each with its newest run and how many pull requests are open
+    (``/api/pull-requests/?repository=NAME`` lists them)."""
+
     serializer_class = RepositorySerializer
-    queryset = Repository.objects.annotate(model_count=Count("models")).order_by("name")
+    queryset = (
+        Repository.objects.with_latest_run()
+        .annotate(
+            model_count=Count("models", distinct=True),
+            open_pull_requests=Count(
+                "pull_requests", filter=Q(pull_requests__closed_at__isnull=True), distinct=True
+            ),
+        )
+        .order_by("name")
+    )
 
 
 class ModelViewSet(viewsets.ReadOnlyModelViewSet):
@@ -267,6 +291,63 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         )
         # The cached bytes as they are: no parsing or re-serialising per request.
         return HttpResponse(payload.json, content_type="application/json")
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("strategy", str, description="the series' strategy"),
+            OpenApiParameter("board", str, description="the series' board"),
+            OpenApiParameter("toolchain", str, description="the series' toolchain (its id or "
+                             "spec)"),
+            OpenApiParameter("point", str, description="the series' shape point "
+                             "(\"seq=64\"; empty: the model has no shape axis)"),
+            OpenApiParameter("branch", str, description="only commits on this branch"),
+        ],
+        responses=inline_serializer(
+            "SeriesExport",
+            fields={
+                "model": serializers.DictField(),
+                "strategy": serializers.CharField(),
+                "board": serializers.CharField(),
+                "toolchain": serializers.DictField(),
+                "shape_label": serializers.CharField(allow_blank=True),
+                "branch": serializers.CharField(allow_null=True),
+                "columns": serializers.ListField(child=serializers.CharField()),
+                "rows": serializers.ListField(child=serializers.DictField()),
+                "csv_url": serializers.CharField(),
+            },
+        ),
+    )
+    @action(detail=True)
+    def series(self, request, pk=None):
+        """One series of the model (a strategy on a board with a toolchain at a shape
+        point) at every commit, oldest first: each row has ``columns`` in their order, the
+        figures the trend charts draw (of a commit measured twice, the newest successful
+        result) and a commit whose results all failed with its status and error. A name
+        may be left out where only one series fits; where several do, 400 says which
+        names tell them apart. ``csv_url`` is the same export as CSV."""
+        model = self.get_object()
+        params = request.query_params
+        try:
+            line = series_export.find_series(
+                model, strategy=params.get("strategy", ""), board=params.get("board", ""),
+                toolchain=params.get("toolchain", ""), point=params.get("point"),
+            )
+        except series_export.UnknownSeries as unknown:
+            raise NotFound({"series": str(unknown)}) from unknown
+        except series_export.AmbiguousSeries as several:
+            raise ValidationError({"series": str(several)}) from several
+        branch = params.get("branch", "")
+        query = series_export.query_of(line)
+        if branch:
+            query += "&" + urlencode({"branch": branch})
+        csv_url = reverse("series-csv", args=[model.repository.name, model.name])
+        return Response({
+            **series_export.describe(line),
+            "branch": branch or None,
+            "columns": list(series_export.COLUMNS),
+            "rows": list(series_export.rows(line.key, branch=branch)),
+            "csv_url": f"{csv_url}?{query}",
+        })
 
     @extend_schema(
         parameters=[
@@ -430,12 +511,16 @@ class AlertSerializer(serializers.ModelSerializer):
             "id", "repository", "commit_sha", "run", "result", "baseline",
             "baseline_commit_sha", "model", "strategy", "board", "toolchain", "shape_label",
             "kind",
-            "baseline_value", "value", "change", "relative_change", "p_value", "state",
-            "is_open", "is_toolchain_change", "created_at", "updated_at", "compare_url",
-            "plan_diff_url",
+            "baseline_value", "value", "change", "relative_change", "p_value", "tolerance",
+            "state", "is_open", "is_toolchain_change", "created_at", "updated_at",
+            "compare_url", "plan_diff_url",
         ]
         extra_kwargs = {
             "baseline_value": {"help_text": "planned bytes, or median latency in ms"},
+            "tolerance": {"help_text": "the tolerance the change went past and where it was "
+                          "set: peakwatch.toml at the commit (its [suite], the model, the "
+                          "point), a series' admin row, or the repository's settings; empty "
+                          "for alerts raised before tolerances were recorded"},
             "p_value": {"help_text": "Mann-Whitney U p-value of a latency alert"},
             "shape_label": {"help_text": "the shape point that got worse (\"h=256,w=256\"); "
                             "empty for a model without a shape axis"},

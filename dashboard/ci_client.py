@@ -210,6 +210,8 @@ def verdict(peakwatch: Peakwatch, run: dict, fail_on: str) -> int:
         # The series names its shape point already (" at seq=32").
         line = f"{alert['kind']} {alert['series']}: {alert['change_text']}"
         _say(f"  {line}  [{alert['state']}]")
+        if alert.get("tolerance"):
+            _say(f"    past its tolerance: {alert['tolerance']}")
         if alert["is_open"] and fail_on in ("any", alert["kind"]):
             failing.append(line)
             if in_actions:

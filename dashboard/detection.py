@@ -1,7 +1,8 @@
 """Change detection: which series of a finished run got worse, and compared with what.
 
 Planned bytes are deterministic: the same model, strategy and TVM give the same plan, so
-any growth above the series' threshold is a real change. Latency is noisy: a commit is
+any growth above the series' tolerance is a real change (:func:`tolerance_of`: what the
+manifest at the commit sets, a series' admin row over it). Latency is noisy: a commit is
 compared with a window of earlier commits by a one-sided Mann-Whitney U test over the timed
 samples (leaving out a commit whose median is an outlier in the window: :func:`steady`), and
 only a median increase of at least the repository's minimum effect counts.
@@ -38,11 +39,55 @@ class Finding:
     baseline_value: float
     value: float
     p_value: float | None = None
+    #: The tolerance the change went past, and where it was set, as pages show it.
+    tolerance: str = ""
 
 
 def bytes_regressed(value: int, baseline: int, threshold: int) -> bool:
     """Planned bytes grew by more than ``threshold`` bytes."""
     return value - baseline > threshold
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How much worse one result's series may get before it alerts: planned bytes may grow
+    by ``bytes`` or by ``percent`` of the baseline, whichever allows more; a median latency
+    must rise by ``latency`` (a fraction) at least. ``source`` says where it was set."""
+
+    bytes: int
+    percent: float
+    latency: float
+    source: str
+
+    def allowed_bytes(self, baseline: int) -> int:
+        return max(self.bytes, math.floor(baseline * self.percent / 100))
+
+    def describe_bytes(self, baseline: int) -> str:
+        said = f"{self.bytes:,} B"
+        if self.percent:
+            said += f" or {self.percent:g}% ({self.allowed_bytes(baseline):,} B here)"
+        return f"{said}, from {self.source}"
+
+    def describe_latency(self) -> str:
+        return f"a median {self.latency:.0%} slower at least, from {self.source}"
+
+
+def tolerance_of(result: Result, repository, admin: dict) -> Tolerance:
+    """``result``'s tolerance: a series' admin row (an override, in bytes), else what the
+    manifest at its commit set (``details["alert_tolerance"]``, written by the worker),
+    its gaps filled from the repository's settings."""
+    said = (result.details or {}).get("alert_tolerance") or {}
+    source = said.get("from") or "the repository's settings"
+    bytes_, percent = said.get("bytes"), said.get("percent")
+    if bytes_ is None:
+        bytes_ = repository.bytes_threshold
+    override = admin.get(result.series_key[:3])
+    if override is not None:
+        bytes_, percent, source = override, None, "the series' threshold in the admin"
+    return Tolerance(
+        bytes=int(bytes_), percent=float(percent or 0),
+        latency=float(said.get("latency", repository.latency_min_increase)), source=source,
+    )
 
 
 def latency_test(
@@ -200,20 +245,20 @@ def find_regressions(run: Run) -> list[Finding]:
         if not before:
             continue
         nearest = before[0]
-        threshold = overrides.get(series[:3], repository.bytes_threshold)
-        findings += _bytes_finding(result, nearest, threshold)
+        tolerance = tolerance_of(result, repository, overrides)
+        findings += _bytes_finding(result, nearest, tolerance)
         # A reused result measured nothing new: its samples are an older commit's.
         if result.is_reused or not result.latency_samples_ms:
             continue
         window = [r for r in before if r.latency_samples_ms][: repository.latency_window]
         pooled = [
-            s for r in steady(window, repository.latency_min_increase)
+            s for r in steady(window, tolerance.latency)
             for s in r.latency_samples_ms
         ]
         regressed, p_value = latency_test(
             result.latency_samples_ms,
             pooled,
-            min_increase=repository.latency_min_increase,
+            min_increase=tolerance.latency,
             alpha=repository.latency_p_value,
         )
         if regressed:
@@ -225,6 +270,7 @@ def find_regressions(run: Run) -> list[Finding]:
                     statistics.median(pooled),
                     statistics.median(result.latency_samples_ms),
                     p_value,
+                    tolerance.describe_latency(),
                 )
             )
     return findings
@@ -259,18 +305,19 @@ def toolchain_regressions(run: Run, results: list[Result], chain: list[int]) -> 
         older = _older_toolchain_result(result, at_commit, toolchain_order)
         if older is None:
             continue
-        threshold = overrides.get(key[:3], repository.bytes_threshold)
-        findings += _bytes_finding(result, older, threshold)
+        tolerance = tolerance_of(result, repository, overrides)
+        findings += _bytes_finding(result, older, tolerance)
         if result.is_reused or not result.latency_samples_ms or not older.latency_samples_ms:
             continue
         regressed, p_value = latency_test(
             result.latency_samples_ms, older.latency_samples_ms,
-            min_increase=repository.latency_min_increase, alpha=repository.latency_p_value,
+            min_increase=tolerance.latency, alpha=repository.latency_p_value,
         )
         if regressed:
             findings.append(Finding(
                 "latency", result, older, statistics.median(older.latency_samples_ms),
                 statistics.median(result.latency_samples_ms), p_value,
+                tolerance.describe_latency(),
             ))
     return findings
 
@@ -283,15 +330,18 @@ def _threshold_overrides(repository) -> dict[tuple[int, int, int], int]:
     }
 
 
-def _bytes_finding(result: Result, baseline: Result, threshold: int) -> list[Finding]:
-    """A bytes finding when ``result`` planned more than ``baseline`` by over ``threshold``."""
-    if (
-        result.planned_bytes is not None
-        and baseline.planned_bytes is not None
-        and bytes_regressed(result.planned_bytes, baseline.planned_bytes, threshold)
-    ):
-        return [Finding("bytes", result, baseline, baseline.planned_bytes, result.planned_bytes)]
-    return []
+def _bytes_finding(result: Result, baseline: Result, tolerance: Tolerance) -> list[Finding]:
+    """A bytes finding when ``result`` planned more than ``baseline`` by over what
+    ``tolerance`` allows."""
+    if result.planned_bytes is None or baseline.planned_bytes is None:
+        return []
+    allowed = tolerance.allowed_bytes(baseline.planned_bytes)
+    if not bytes_regressed(result.planned_bytes, baseline.planned_bytes, allowed):
+        return []
+    return [Finding(
+        "bytes", result, baseline, baseline.planned_bytes, result.planned_bytes,
+        tolerance=tolerance.describe_bytes(baseline.planned_bytes),
+    )]
 
 
 def _older_toolchain_result(result: Result, at_commit: dict, order) -> Result | None:

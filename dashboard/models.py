@@ -16,6 +16,8 @@ from dashboard.fields import EncryptedTextField
 from dashboard.querysets import (
     AlertQuerySet,
     CommitQuerySet,
+    PullRequestQuerySet,
+    RepositoryQuerySet,
     ResultQuerySet,
     RunQuerySet,
     SeriesQuerySet,
@@ -69,6 +71,8 @@ class Repository(models.Model):
         NOBODY = "nobody", "Nobody: every pull request waits for approval"
 
     trust = models.CharField(max_length=20, choices=Trust.choices, default=Trust.COLLABORATORS)
+
+    objects = RepositoryQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "repositories"
@@ -645,6 +649,11 @@ class PullRequest(models.Model):
     author_association = models.CharField(max_length=50, blank=True)
     from_fork = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
+    #: When GitHub said it was closed (merged or not); None while open or since reopened.
+    closed_at = models.DateTimeField(null=True, blank=True)
+    merged = models.BooleanField(default=False)
+
+    objects = PullRequestQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -657,6 +666,13 @@ class PullRequest(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("pull-request-compare", args=[self.repository.name, self.number])
+
+    @property
+    def state(self) -> str:
+        """"open", "merged" or "closed", as GitHub last said."""
+        if self.closed_at is None:
+            return "open"
+        return "merged" if self.merged else "closed"
 
 
 class SeriesThreshold(models.Model):
@@ -715,6 +731,9 @@ class Alert(models.Model):
     baseline_value = models.FloatField()
     value = models.FloatField()
     p_value = models.FloatField(null=True, blank=True)
+    #: The tolerance the change went past and where it was set ("4,096 B or 1% (...),
+    #: from peakwatch.toml: the model's"), as detection found it.
+    tolerance = models.CharField(max_length=300, blank=True, default="")
     state = models.CharField(max_length=20, choices=State.choices, default=State.NEW)
     #: ``value`` before a later run of the commit measured another figure (the alert then
     #: took the new one), and when; None while the figure first measured stands.

@@ -8,6 +8,8 @@
     toolchains = ["apache-tvm==0.27.0.post1", "apache-tvm==0.26.0"]   # optional: TVMs to use
     branches = ["release/*"]                    # optional: pushes to these run too (read
                                                 # on the default branch, whose always do)
+    tolerance = { bytes = 4096, percent = 1.0, latency = 0.1 }   # optional: how much worse
+                                                # a series may get before it alerts
 
     [[models]]
     name = "small-cnn"
@@ -24,6 +26,8 @@
     name = "encoder"
     source = "models/encoder.py:build"          # returns (module, example inputs)
     shapes = { seq = [64, 128, 512] }
+    tolerance = { percent = 2 }                 # optional: this model's, over [suite]'s
+    point_tolerance = { "seq=512" = { bytes = 65536 } }   # optional: one point's, over both
     dims = { seq = "input_ids:1" }              # optional: where each symbol is, for a
                                                 # model that does not declare its own
                                                 # torch.export.Dim or ONNX dim_param
@@ -60,6 +64,59 @@ class ManifestError(ValueError):
 
 
 @dataclass(frozen=True)
+class Tolerance:
+    """How much worse a series may get before it alerts, as ``peakwatch.toml`` says it in
+    ``[suite]``, a model's entry or one of its points: planned bytes may grow by ``bytes``
+    or by ``percent`` of the baseline, whichever allows more, and a median latency must
+    rise by at least ``latency`` (a fraction: 0.1 is 10%). A field left out is the next
+    wider level's (point, then model, then suite, then the repository's settings)."""
+
+    bytes: int | None = None
+    percent: float | None = None
+    latency: float | None = None
+
+    FIELDS = ("bytes", "percent", "latency")
+
+    def over(self, wider: Tolerance) -> Tolerance:
+        """This tolerance, its gaps filled from ``wider``."""
+        return Tolerance(**{
+            name: getattr(self, name) if getattr(self, name) is not None
+            else getattr(wider, name)
+            for name in self.FIELDS
+        })
+
+    def to_json(self) -> dict:
+        return {name: getattr(self, name) for name in self.FIELDS
+                if getattr(self, name) is not None}
+
+    def __bool__(self) -> bool:
+        return bool(self.to_json())
+
+
+def _tolerance(raw: Any, where: str) -> Tolerance:
+    if not isinstance(raw, dict):
+        raise ManifestError(
+            f"{where}: a tolerance is a table, e.g. {{ bytes = 4096, percent = 1.5, "
+            "latency = 0.1 }"
+        )
+    unknown = sorted(set(raw) - set(Tolerance.FIELDS))
+    if unknown:
+        raise ManifestError(
+            f"{where}: unknown tolerance {', '.join(map(str, unknown))}; a tolerance has "
+            "bytes, percent and latency"
+        )
+    values = {}
+    for name, value in raw.items():
+        whole = name == "bytes"
+        if isinstance(value, bool) or not isinstance(value, int if whole else int | float) \
+                or value < 0 or value != value or value == float("inf"):
+            kind = "a whole number of bytes" if whole else "a number"
+            raise ManifestError(f"{where}: tolerance {name} must be {kind}, 0 or more")
+        values[name] = int(value) if whole else float(value)
+    return Tolerance(**values)
+
+
+@dataclass(frozen=True)
 class ModelEntry:
     name: str
     source: str
@@ -67,6 +124,9 @@ class ModelEntry:
     #: The model's shape axis, with its ``dims`` where the manifest gives them; None when
     #: its shapes are fixed (one compile, no point).
     shapes: ShapeAxis | None = None
+    #: Its alert tolerance, and each point's (by label), as the manifest gives them.
+    tolerance: Tolerance = Tolerance()
+    point_tolerance: tuple[tuple[str, Tolerance], ...] = ()
 
     @property
     def points(self) -> tuple[dict[str, int], ...]:
@@ -104,6 +164,21 @@ class Suite:
     inputs: tuple[str, ...] = ()
     #: Toolchain specs, each compiling every model x strategy x board.
     toolchains: tuple[str, ...] = DEFAULT_TOOLCHAINS
+    #: The alert tolerance of every series, where a model or point says none of its own.
+    tolerance: Tolerance = Tolerance()
+
+    def tolerance_for(self, entry: ModelEntry, point_label: str = "") -> dict:
+        """The tolerance of ``entry``'s series at ``point_label`` as the manifest sets it,
+        with ``from``: which of its levels did; {} where it sets none."""
+        levels = [("the point's", dict(entry.point_tolerance).get(point_label, Tolerance())),
+                  ("the model's", entry.tolerance), ("[suite]'s", self.tolerance)]
+        found, said = Tolerance(), []
+        for name, tolerance in levels:
+            if tolerance:
+                found, said = found.over(tolerance), [*said, name]
+        if not found:
+            return {}
+        return {**found.to_json(), "from": f"{MANIFEST_PATH}: {', '.join(said)}"}
 
     @property
     def size(self) -> int:
@@ -186,7 +261,11 @@ def parse(text: str, known_strategies: list[str] | None = None) -> Suite:
         )
     models = _models(data.get("models"))
     toolchains = _toolchains(suite.get("toolchains", list(DEFAULT_TOOLCHAINS)))
-    return Suite(tuple(models), strategies, boards, pipeline, tuple(inputs), toolchains)
+    tolerance = _tolerance(suite["tolerance"], "suite") if "tolerance" in suite \
+        else Tolerance()
+    return Suite(
+        tuple(models), strategies, boards, pipeline, tuple(inputs), toolchains, tolerance
+    )
 
 
 def _toolchains(values: Any) -> tuple[str, ...]:
@@ -238,12 +317,39 @@ def _models(raw_models: Any) -> list[ModelEntry]:
                 raise ManifestError(f"model {name!r}: {exc}") from None
         if "dims" in raw:
             shapes = _dims(raw["dims"], shapes, name, source)
-        entry = ModelEntry(name, source, dict(params), shapes)
+        tolerance = _tolerance(raw["tolerance"], f"model {name!r}") if "tolerance" in raw \
+            else Tolerance()
+        entry = ModelEntry(name, source, dict(params), shapes, tolerance,
+                           _point_tolerance(raw.get("point_tolerance"), name, shapes))
         if entry.path is not None:
             check_relative(entry.path, f"model {name!r}: source")
         names.add(name)
         models.append(entry)
     return models
+
+
+def _point_tolerance(
+    raw: Any, name: str, shapes: ShapeAxis | None
+) -> tuple[tuple[str, Tolerance], ...]:
+    """``point_tolerance = { "seq=512" = { percent = 5 } }``: each key one of the model's
+    points, as pages label it."""
+    if raw is None:
+        return ()
+    where = f"model {name!r}: point_tolerance"
+    if shapes is None:
+        raise ManifestError(f"{where} needs a shape axis (shapes) to name points of")
+    if not isinstance(raw, dict):
+        raise ManifestError(
+            f'{where} is a table by point, e.g. {{ "seq=512" = {{ percent = 5 }} }}'
+        )
+    labels = [shape_axis.label(point) for point in shapes.points]
+    found = []
+    for point, value in raw.items():
+        if point not in labels:
+            raise ManifestError(f"{where}: {point!r} is not one of its points "
+                                f"({', '.join(labels)})")
+        found.append((point, _tolerance(value, f"{where} {point!r}")))
+    return tuple(sorted(found))
 
 
 def _dims(spec: Any, shapes: ShapeAxis | None, name: str, source: str) -> ShapeAxis:

@@ -237,6 +237,7 @@ def _run_model(
             run, model=entry.name, strategy=report.strategy, board=board, report=report,
             cache_key=keys.get(key, "") if report.ok else "", toolchain=spec,
             reads=cache.recorded(report) if report.ok else None,
+            tolerance=suite.tolerance_for(entry, key[1]),
         )
 
 
@@ -400,7 +401,11 @@ def _reuse_cached(
         if source is None:
             left.append((strategy, point))
             continue
-        actions.reuse_result(run, model=entry.name, strategy=strategy, board=board, source=source)
+        actions.reuse_result(
+            run, model=entry.name, strategy=strategy, board=board, source=source,
+            # This commit's manifest says how much worse this commit's figure may get.
+            tolerance=cache.suite.tolerance_for(entry, key[1]) if cache is not None else {},
+        )
         reused.append(f"{strategy}{_at(point)} (from run {source.run_id})")
     if reused:
         where = f"{entry.name} on {board}" + (f" with {name}" if name else "")

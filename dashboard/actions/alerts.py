@@ -87,6 +87,7 @@ def raise_alert(run: Run, finding: Finding) -> tuple[Alert, Change]:
                 "baseline_value": finding.baseline_value,
                 "value": finding.value,
                 "p_value": finding.p_value,
+                "tolerance": finding.tolerance[:300],
             },
         )
         if created:

@@ -46,10 +46,13 @@ def record_toolchain(spec: str, *, tvm_version: str = "", tvm_git_hash: str = ""
 def record_result(
     run: Run, *, model: str, strategy: str, board: str, report: StrategyReport,
     cache_key: str = "", toolchain: str = "", reads: dict | None = None,
+    tolerance: dict | None = None,
 ) -> Result:
     """Store one finished model x strategy x board x toolchain; count it once even if
     redelivered. ``toolchain`` is the spec compiled with (empty: the worker's own TVM);
-    ``reads`` what its compile read of the checkout (``Result.reads``)."""
+    ``reads`` what its compile read of the checkout (``Result.reads``); ``tolerance`` how
+    much worse its series may get before it alerts, as the commit's manifest says
+    (``details["alert_tolerance"]``, read by :mod:`dashboard.detection`)."""
     latency = report.latency_ms or {}
     details = {
         "tolerance": report.tolerance,
@@ -74,6 +77,8 @@ def record_result(
         "reference_check": report.reference_check,
         "reference_max_abs_diff": _finite(report.reference_max_abs_diff),
     }
+    if tolerance:
+        details["alert_tolerance"] = tolerance
     if report.board is not None:
         details["board"] = report.board.to_json()
         details["over_capacity"] = report.over_capacity
@@ -170,15 +175,22 @@ _REUSED_FIELDS = (
 )
 
 
-def reuse_result(run: Run, *, model: str, strategy: str, board: str, source: Result) -> Result:
+def reuse_result(
+    run: Run, *, model: str, strategy: str, board: str, source: Result,
+    tolerance: dict | None = None,
+) -> Result:
     """Record ``source``'s figures for ``run`` without compiling: the same model content was
-    compiled before with the same strategy, toolchain, TVM version and target.
+    compiled before with the same strategy, toolchain, TVM version and target. Its alert
+    ``tolerance`` is the one ``run``'s commit's manifest sets, not ``source``'s.
 
     Artifacts are shared, not copied: the new rows point at the files ``source`` owns.
     """
     fields = {name: getattr(source, name) for name in _REUSED_FIELDS}
     fields["commit_id"] = run.commit_id
-    fields["details"] = {**source.details, "reused_from": source.pk}
+    details = {k: v for k, v in source.details.items() if k != "alert_tolerance"}
+    if tolerance:
+        details["alert_tolerance"] = tolerance
+    fields["details"] = {**details, "reused_from": source.pk}
     fields["reused_from"] = source
     result = _store_result(
         run, model=model, strategy=strategy, board=board, fields=fields,

@@ -13,8 +13,9 @@ START = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def record_run(repository, index: int, figures: dict, *, parent: str = "", branch: str = "main",
-               pull_request=None, sha: str | None = None) -> Run:
-    """A finished run of commit ``index`` with ``figures``: {(model, strategy): report}."""
+               pull_request=None, sha: str | None = None, tolerances: dict | None = None) -> Run:
+    """A finished run of commit ``index`` with ``figures``: {(model, strategy): report};
+    ``tolerances`` the alert tolerance its manifest set, by the same keys."""
     commit = actions.record_commit(
         repository, sha=sha or f"{index:02d}" + "c" * 38, parent_sha=parent, branch=branch,
         author="Ada Planner", message=f"Commit {index}",
@@ -28,7 +29,8 @@ def record_run(repository, index: int, figures: dict, *, parent: str = "", branc
         strategies=sorted({s for _, s in figures}), boards=["cpu"], total=len(figures),
     )
     for (model, strategy), report in figures.items():
-        actions.record_result(run, model=model, strategy=strategy, board="cpu", report=report)
+        actions.record_result(run, model=model, strategy=strategy, board="cpu", report=report,
+                              tolerance=(tolerances or {}).get((model, strategy)))
     actions.finish_run(run)
     run.refresh_from_db()
     return run

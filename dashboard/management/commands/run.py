@@ -198,6 +198,8 @@ class Command(BaseCommand):
                 f"  {alert.kind:<7} {series_name(alert)}: {movement(alert)}"
                 f"  [{alert.state}]"
             )
+            if alert.tolerance:
+                self.stdout.write(f"    past its tolerance: {alert.tolerance}")
 
 
 def _outcome(run: Run) -> str:
