@@ -156,6 +156,11 @@ class ResultSerializer(serializers.ModelSerializer):
     cache_key_reason = serializers.SerializerMethodField(
         help_text="why a result is keyed by the whole tree; empty otherwise"
     )
+    board_figures = serializers.SerializerMethodField(
+        help_text="what the board itself measured, where it measures (a micro board: "
+        "ram_bytes, flash_bytes, stack_bytes, arena_bytes, instructions, over_capacity "
+        "against memory_capacity and flash_capacity); null for a host-measured board"
+    )
     artifacts = ArtifactSerializer(many=True, read_only=True)
     shape_point = serializers.DictField(
         child=serializers.IntegerField(), read_only=True,
@@ -178,8 +183,8 @@ class ResultSerializer(serializers.ModelSerializer):
             "kernel_workspace_source", "output_bytes", "measured_peak_bytes",
             "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "outputs_match",
             "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version", "target",
-            "reused_from", "cache_key", "cache_key_reason", "error", "created_at",
-            "artifacts",
+            "reused_from", "cache_key", "cache_key_reason", "board_figures", "error",
+            "created_at", "artifacts",
         ]
         extra_kwargs = {
             "shape_label": {"help_text": "the shape point as pages name it (\"h=256,w=256\"); "
@@ -207,6 +212,10 @@ class ResultSerializer(serializers.ModelSerializer):
             return "read"
         zoo = str((result.details or {}).get("model_source", "")).startswith("zoo:")
         return "manifest entry" if zoo and not reads else "whole tree"
+
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
+    def get_board_figures(self, result) -> dict | None:
+        return (result.details or {}).get("board") or None
 
     def get_cache_key_reason(self, result) -> str:
         reads = result.reads or {}

@@ -117,10 +117,15 @@ def test_a_run_records_the_board_figures_the_flag_and_the_export(
     plan_run(run.pk)  # eager: the tests' Celery runs tasks in process
 
     run.refresh_from_db()
-    assert run.status == Run.Status.SUCCEEDED, run.error
+    # Nothing fits in 1 KiB: every Result fails, and the run says so.
+    assert run.status == Run.Status.FAILED, run.status_text
     result = Result.objects.get(run=run, strategy__name="greedy-by-size")
     board = result.details["board"]
-    assert result.status == Result.Status.OK, result.error
+    assert result.status == Result.Status.FAILED
+    assert f"needs {board['ram_bytes']:,} B of RAM" in result.error
+    assert "and the board has 1,024 B" in result.error
+    # The figures stand: the plan was measured, on the board too.
+    assert result.planned_bytes > 0
     assert board["machine"] == "mps2-an386" and board["outputs_match"] is True
     assert board["ram_bytes"] > 1024 and board["instructions"] > 0
     assert result.details["over_capacity"] is True
@@ -129,6 +134,8 @@ def test_a_run_records_the_board_figures_the_flag_and_the_export(
 
     client = Client()
     assert "over capacity" in client.get(run.get_absolute_url()).content.decode()
+    figures = client.get(f"/api/results/{result.pk}/").json()["board_figures"]
+    assert figures["ram_bytes"] == board["ram_bytes"] and figures["over_capacity"] is True
     export = result.artifacts.get(name="export.zip")
     response = client.get(export.get_absolute_url())
     assert response.status_code == 200

@@ -35,6 +35,30 @@ def test_a_board_mismatch_fails_the_report_and_says_who_is_at_fault(tmp_path):
     assert report.board.figures["host_outputs_match"] is True
 
 
+def test_a_model_too_big_for_the_board_fails_its_report_and_names_the_capacity(tmp_path):
+    report = StrategyReport(model="tiny", strategy="greedy-by-size", outputs_match=True,
+                            planned_bytes=5000)
+
+    merge(report, _result(stack_bytes=1024), tmp_path)
+
+    assert not report.ok
+    assert report.error == (
+        "micro board stm32f746 (mps2-an500): does not fit: needs 7,160 B of RAM with a "
+        "1,024 B stack, and the board has 4,096 B"
+    )
+    # Its figures stand: the plan is measured, only the board cannot run it.
+    assert report.planned_bytes == 5000 and report.board.figures["ram_bytes"] == 7160
+    assert report.over_capacity
+
+
+def test_a_model_that_fits_keeps_its_report_ok(tmp_path):
+    report = StrategyReport(model="tiny", strategy="greedy-by-size", outputs_match=True)
+
+    merge(report, _result(over_capacity=False, sram_capacity=8192), tmp_path)
+
+    assert report.ok
+
+
 def test_the_board_figures_are_flat_and_labelled(tmp_path):
     figures = board_figures(_result()).to_json()
 

@@ -7,7 +7,8 @@ with ``arm-none-eabi-gcc`` and run on ``qemu-system-arm``. Each Result records w
 built image and the run say (``details["board"]``): RAM (static RAM + the stack's measured
 high-water mark), flash, arena, workspace region, executed instructions, whether the
 outputs match TVM's stock build on the board and as a host build, and ``over_capacity``
-against the board's SRAM and flash; the exported project is its ``export.zip`` artifact.
+against the board's SRAM and flash (a model that does not fit fails its Result, naming what
+it needs and the board's capacity); the exported project is its ``export.zip`` artifact.
 
 Configured in ``PEAKWATCH_BOARDS``::
 

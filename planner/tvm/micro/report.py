@@ -70,17 +70,34 @@ def merge(report: StrategyReport, result: MicroResult, artifacts: Path | None) -
     if result.outputs_match is not None:
         report.outputs_match = result.outputs_match
         report.max_abs_diff = result.max_abs_diff
-    if result.error:
+    problems = [result.error] if result.error else []
+    if result.over_capacity:
+        # The plan is fine and its figures stand; the board it is for cannot run it.
+        problems.append(_does_not_fit(result))
+    if problems:
         where = f"micro board {result.board} ({result.machine})"
-        report.error = f"{report.error}; {where}: {result.error}" if report.error else (
-            f"{where}: {result.error}"
-        )
+        said = f"{where}: {'; '.join(problems)}"
+        report.error = f"{report.error}; {said}" if report.error else said
     if artifacts is not None and result.export_dir and Path(result.export_dir).is_dir():
         artifacts.mkdir(parents=True, exist_ok=True)
         archive = shutil.make_archive(
             str(artifacts / Path(EXPORT_ARTIFACT).stem), "zip", root_dir=result.export_dir
         )
         report.artifacts[EXPORT_ARTIFACT] = archive
+
+
+def _does_not_fit(result: MicroResult) -> str:
+    """What of the board's capacity the image passes, in the board's own figures."""
+    parts = []
+    ram = result.ram_bytes if result.ram_bytes is not None else result.static_ram_bytes
+    if ram is not None and result.sram_capacity is not None and ram > result.sram_capacity:
+        stack = f" with a {result.stack_bytes:,} B stack" if result.stack_bytes else ""
+        parts.append(f"needs {ram:,} B of RAM{stack}, and the board has {result.sram_capacity:,} B")
+    if (result.flash_bytes is not None and result.flash_capacity is not None
+            and result.flash_bytes > result.flash_capacity):
+        parts.append(f"needs {result.flash_bytes:,} B of flash, and the board has "
+                     f"{result.flash_capacity:,} B")
+    return "does not fit: " + ("; ".join(parts) or "the image is larger than the board")
 
 
 def run_on_board(
