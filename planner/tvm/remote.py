@@ -9,6 +9,8 @@ board*, and all builds are timed there, interleaved, with the remote VM's
 
 from __future__ import annotations
 
+import threading
+
 from tvm import relax, rpc
 
 from planner import npz_files
@@ -31,14 +33,45 @@ def tracker_has_key(host: str, port: int, key: str) -> bool:
     )
 
 
+class BoardGone(RuntimeError):
+    """The board did not answer within its time: gone, or busy past its time."""
+
+
 def connect(*, rpc_address: tuple[str, int] | None = None,
             tracker: tuple[str, int] | None = None, key: str = "", timeout: float = 60):
-    """An RPC session with the board, through its tracker when it has one."""
+    """An RPC session with the board, through its tracker when it has one, within
+    ``timeout`` seconds: TVM's tracker request waits for a free server with the key for as
+    long as it takes (``max_retry`` and ``session_timeout`` do not bound that wait), so a
+    board that vanished would hold the worker until Celery's hour ran out. Past the time,
+    :class:`BoardGone`; the waiting thread is left to TVM (it ends with its socket)."""
     if tracker is not None:
-        return rpc.connect_tracker(*tracker).request(
-            key, priority=1, session_timeout=int(timeout), max_retry=3
-        )
-    return rpc.connect(*rpc_address, session_timeout=int(timeout))
+        where = f"no server with key {key!r} answered the tracker {tracker[0]}:{tracker[1]}"
+
+        def request():
+            return rpc.connect_tracker(*tracker).request(
+                key, priority=1, session_timeout=int(timeout), max_retry=3
+            )
+    else:
+        where = f"the RPC server {rpc_address[0]}:{rpc_address[1]} did not answer"
+
+        def request():
+            return rpc.connect(*rpc_address, session_timeout=int(timeout))
+    done: dict = {}
+
+    def attempt():
+        try:
+            done["session"] = request()
+        except Exception as exc:  # handed to the caller below
+            done["error"] = exc
+
+    waiting = threading.Thread(target=attempt, name="rpc-connect", daemon=True)
+    waiting.start()
+    waiting.join(timeout)
+    if "session" in done:
+        return done["session"]
+    if "error" in done:
+        raise BoardGone(f"{where}: {type(done['error']).__name__}: {done['error']}")
+    raise BoardGone(f"{where} within {timeout:g} s")
 
 
 def _slug(text: str) -> str:

@@ -163,3 +163,25 @@ def test_inputs_the_sandbox_wrote_are_checked_before_the_board_runs_them(
     for report in reports.values():
         assert not report.ok and "the model's inputs were refused" in report.error
         assert reason in report.error and report.latency_ms is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tornado") is None,
+                    reason="TVM's RPC tracker needs the tornado package")
+def test_a_board_gone_from_its_tracker_fails_its_results_in_bounded_time(spawn, tmp_path):
+    # A tracker with no server for the key: TVM's request would wait for one forever.
+    tracker_port = free_port()
+    spawn("tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(tracker_port),
+          "--port-end", str(tracker_port + 1), port=tracker_port)
+    tracker = f"127.0.0.1:{tracker_port}"
+    runner = boards.runner_for("loop", {"loop": {
+        "kind": "rpc", "tracker": tracker, "key": "gone-board", "timeout": 3}})
+
+    reports = _measure(runner, tmp_path)
+
+    assert [r.strategy for r in reports] == STRATEGIES
+    for report in reports:
+        assert report.error.startswith(
+            f"RPC board loop ({tracker}, key 'gone-board'): BoardGone: no server with key "
+            f"'gone-board' answered the tracker {tracker} within 3 s"), report.error
+        # The compile's own figures stand: only the board's part is missing.
+        assert report.planned_bytes > 0

@@ -95,7 +95,16 @@ class RpcBoard(BoardRunner):
                 continue
             # A session per point: a library of the same name uploaded over one the server
             # has loaded brings the server down.
-            remote.check_remotely(self.connect(), self.config.device, by_strategy, job.repeat)
+            try:
+                remote.check_remotely(
+                    self.connect(), self.config.device, by_strategy, job.repeat
+                )
+            except Exception as exc:  # the board's failure is its Results', not the worker's
+                log.warning("RPC board %s: %s", self.name, exc)
+                where = f"RPC board {self.name} ({self.address}"
+                where += f", key {self.config.key!r})" if self.config.key else ")"
+                for report in by_strategy.values():
+                    report.error = report.error or f"{where}: {type(exc).__name__}: {exc}"
         for report in reports:
             report.measured = {**report.measured, "note": remote.NO_REMOTE_MEMORY}
             report.board = BoardFigures(
