@@ -11,7 +11,9 @@ import logging
 import re
 from dataclasses import dataclass
 
+from dashboard.artifact_storage import ArtifactMissing
 from dashboard.models import Commit, Repository, Result, Toolchain
+from dashboard.served_artifacts import artifact_of, missing_text, open_served
 from planner.plan_diff import parse_plan
 from planner.shapes import label_order
 
@@ -410,18 +412,23 @@ def branch_base(repository: Repository, head: Commit, limit: int = 500) -> Commi
 # --- plan diffs: the diff itself is planner.plan_diff ----------------------------------------
 
 
-def load_plan(result: Result) -> dict | None:
-    """The ``plan.json`` artifact of ``result``, parsed; None when it has none."""
-    artifact = result.artifact_named("plan.json")
+def read_plan(result: Result) -> tuple[dict | None, str]:
+    """The ``plan.json`` artifact of ``result`` (its source's, for a result reused from
+    cache), parsed; else None and why, in words a page shows ("" when it has none)."""
+    artifact = artifact_of(result, "plan.json")
     if artifact is None:
-        return None
+        return None, ""
     try:
-        with artifact.file.open("rb") as handle:
+        with open_served(artifact) as handle:
             data = handle.read()
+    except ArtifactMissing as missing:
+        log.warning("cannot read %s of result %s: %s", artifact.name, result.pk, missing.why)
+        return None, missing_text(artifact, missing)
     except OSError as exc:
         log.warning("cannot read %s of result %s: %s", artifact.name, result.pk, exc)
-        return None
+        return None, f"plan.json of result {result.pk} could not be read"
     plan = parse_plan(data)
     if plan is None:
         log.warning("%s of result %s is not a plan: not a JSON object", artifact.name, result.pk)
-    return plan
+        return None, f"plan.json of result {result.pk} is not a plan: not a JSON object"
+    return plan, ""

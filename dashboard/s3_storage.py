@@ -49,6 +49,20 @@ class StreamingS3Storage(S3Storage):
         except _S3_ERRORS as err:
             raise OSError(f"cannot write {name} to bucket {self.bucket_name}: {err}") from err
 
+    def exists(self, name):
+        try:
+            return super().exists(name)
+        except _S3_ERRORS as err:
+            raise OSError(f"cannot look up {name} in bucket {self.bucket_name}: {err}") from err
+
+    def size(self, name):
+        try:
+            return super().size(name)
+        except FileNotFoundError:
+            raise
+        except _S3_ERRORS as err:
+            raise OSError(f"cannot look up {name} in bucket {self.bucket_name}: {err}") from err
+
     def delete(self, name):
         try:
             super().delete(name)

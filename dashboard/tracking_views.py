@@ -166,19 +166,44 @@ def toolchain_compare(request, repository: str, sha: str):
     )
 
 
+class _PlanMissing(Exception):
+    """A side of a plan diff has no plan to read: ``missing`` says which and why."""
+
+    def __init__(self, base: Result, head: Result, missing: dict[str, str]):
+        super().__init__("; ".join(missing.values()))
+        self.base, self.head, self.missing = base, head, missing
+
+
 def _plan_diff(base_pk: int, head_pk: int):
     results = Result.objects.with_related()
     base = get_object_or_404(results, pk=base_pk)
     head = get_object_or_404(results, pk=head_pk)
-    before, after = compare.load_plan(base), compare.load_plan(head)
+    (before, base_why), (after, head_why) = compare.read_plan(base), compare.read_plan(head)
     if before is None or after is None:
-        raise Http404("both results need a plan.json artifact")
+        missing = {
+            side: why or f"result {result.pk} has no plan.json artifact"
+            for side, result, plan, why in (
+                ("base", base, before, base_why), ("head", head, after, head_why)
+            )
+            if plan is None
+        }
+        raise _PlanMissing(base, head, missing)
     return base, head, plan_diff.diff_plans(before, after), (before, after)
 
 
 @require_GET
 def plan_diff_page(request, base: int, head: int):
-    base, head, diff, plans = _plan_diff(base, head)
+    try:
+        base, head, diff, plans = _plan_diff(base, head)
+    except _PlanMissing as gone:
+        # Not the bare "Not Found" of a missing page: the results exist, a file does not.
+        return render(
+            request, "dashboard/plan_missing.html",
+            {"base": gone.base, "head": gone.head, "missing": [
+                (side, gone.base if side == "base" else gone.head, why)
+                for side, why in gone.missing.items()
+            ]}, status=404,
+        )
     before, after = (
         {key: plan.get(key) for key in ("tensors", "peak", "arena_bytes")} for plan in plans
     )
@@ -196,7 +221,14 @@ def plan_diff_page(request, base: int, head: int):
 
 @require_GET
 def plan_diff_json(request, base: int, head: int):
-    base, head, diff, _ = _plan_diff(base, head)
+    try:
+        base, head, diff, _ = _plan_diff(base, head)
+    except _PlanMissing as gone:
+        return JsonResponse(
+            {"error": f"no plan diff: {gone}", "base_result": gone.base.pk,
+             "head_result": gone.head.pk, "missing": gone.missing},
+            status=404,
+        )
     return JsonResponse(
         {"base_result": base.pk, "head_result": head.pk,
          # The shape point of each plan ("" for a model without an axis).

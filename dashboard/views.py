@@ -10,7 +10,7 @@ import zipfile
 from django.core.cache import cache
 from django.http import (
     FileResponse,
-    Http404,
+    HttpResponse,
     HttpResponseNotFound,
     JsonResponse,
     StreamingHttpResponse,
@@ -22,8 +22,10 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
 from dashboard import compare, fragments, overview, queue, trends
+from dashboard.artifact_storage import ArtifactMissing
 from dashboard.auth import is_maintainer
 from dashboard.models import Artifact, Commit, Model, Result, Run, Series
+from dashboard.served_artifacts import artifacts_of, missing_text, open_served
 from dashboard.shape_curves import other_points, shape_curves
 from dashboard.trends import TREND_CACHE_SECONDS, find_toolchain, trend
 from planner.shapes import label_order
@@ -32,6 +34,8 @@ log = logging.getLogger(__name__)
 
 RECENT_RUNS = 15
 ZIP_CHUNK = 1 << 16
+#: The entry of a result's zip that names the artifacts left out of it, and why.
+MISSING_LIST = "MISSING.txt"
 
 
 @require_GET
@@ -308,17 +312,19 @@ def run_progress(request, pk: int):
 def artifact_download(request, pk: int):
     artifact = get_object_or_404(Artifact, pk=pk)
     try:
-        handle = artifact.file.open("rb")
-    except (FileNotFoundError, ValueError) as missing:
-        # The row outlived its file (a wiped artifact directory): nothing to serve.
-        raise Http404("artifact file is missing") from missing
+        handle = open_served(artifact)
+    except ArtifactMissing as missing:
+        # The row outlived its file, or names one not copied to the bucket yet: the body
+        # says which, and what to do, to a visitor and to a script alike.
+        return _missing_response([missing_text(artifact, missing)], missing.temporary)
     # Read through the artifact storage and streamed, from a bucket too: access rules
     # apply to every download, and the bucket need not be reachable by visitors.
     response = FileResponse(
         handle, as_attachment=True, filename=artifact.download_name,
         content_type=artifact.content_type
     )
-    size = getattr(handle.file, "size", None)
+    # A bucket's stream cannot be measured by seeking: its File says its size.
+    size = getattr(handle, "size", None)
     if not response.has_header("Content-Length") and size is not None:
         response["Content-Length"] = size
     return response
@@ -329,7 +335,7 @@ def result_plan(request, pk: int):
     """One result's plan: buffers as rectangles over time and address, the peak instant,
     the tensors live there, and plan diffs against its neighbours."""
     result = get_object_or_404(Result.objects.with_related(), pk=pk)
-    plan = compare.load_plan(result)
+    plan, plan_missing = compare.read_plan(result)
     peak = (plan or {}).get("peak") or result.details.get("peak") or {}
     parents = _parent_results(result.commit)
     parent = parents.get(result.series_key)
@@ -352,6 +358,8 @@ def result_plan(request, pk: int):
         {
             "result": result,
             "plan": plan,
+            "plan_missing": plan_missing,
+            "artifacts": artifacts_of(result),
             "timeline": {
                 "tensors": tensors,
                 "peak": peak,
@@ -386,21 +394,30 @@ class _Chunks(io.RawIOBase):
         return data
 
 
-def _zipped(artifacts):
+def _missing_response(lines: list[str], temporary: bool = False) -> HttpResponse:
+    return HttpResponse(
+        "\n".join(lines) + "\n", status=503 if temporary else 404,
+        content_type="text/plain; charset=utf-8",
+    )
+
+
+def _zipped(opened: list[tuple[Artifact, object]], missing: list[str]):
     stream = _Chunks()
-    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for artifact in artifacts:
-            try:
-                handle = artifact.file.open("rb")
-            except (FileNotFoundError, ValueError):
-                log.warning("artifact %s (%s) has no file; left out of the zip",
-                            artifact.pk, artifact.name)
-                continue
-            with handle, archive.open(artifact.name, "w", force_zip64=True) as entry:
-                while chunk := handle.read(ZIP_CHUNK):
-                    entry.write(chunk)
-                    yield stream.drain()
-    yield stream.drain()
+    try:
+        with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            if missing:
+                archive.writestr(MISSING_LIST, "\n".join(missing) + "\n")
+                yield stream.drain()
+            for artifact, handle in opened:
+                with handle, archive.open(artifact.name, "w", force_zip64=True) as entry:
+                    while chunk := handle.read(ZIP_CHUNK):
+                        entry.write(chunk)
+                        yield stream.drain()
+        yield stream.drain()
+    finally:
+        # A client that leaves mid-zip leaves the files not yet sent open.
+        for _, handle in opened:
+            handle.close()
 
 
 @require_GET
@@ -409,11 +426,24 @@ def result_artifacts_zip(request, pk: int):
     result = get_object_or_404(
         Result.objects.select_related("model", "strategy", "board", "commit"), pk=pk
     )
-    artifacts = list(result.artifacts.all())
+    artifacts = artifacts_of(result)
     if not artifacts:
-        raise Http404("this result has no artifacts")
+        return _missing_response([f"result {result.pk} has no artifacts"])
+    # Opened before the first byte is sent: a file that is missing is named in the zip, or
+    # answers 404 when none is there, rather than making an empty zip.
+    opened, missing, temporary = [], [], False
+    for artifact in artifacts:
+        try:
+            opened.append((artifact, open_served(artifact)))
+        except ArtifactMissing as gone:
+            log.warning("artifact %s (%s) has no file; left out of the zip: %s",
+                        artifact.pk, artifact.name, gone.why)
+            missing.append(missing_text(artifact, gone))
+            temporary = temporary or gone.temporary
+    if not opened:
+        return _missing_response(missing, temporary)
     # Named for the shape point too: every point's artifacts would otherwise share a name.
     name = f"{result.file_stem}-artifacts"
-    response = StreamingHttpResponse(_zipped(artifacts), content_type="application/zip")
+    response = StreamingHttpResponse(_zipped(opened, missing), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{name}.zip"'
     return response
