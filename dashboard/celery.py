@@ -21,7 +21,7 @@ app.conf.task_routes = {
     "workers.tracking.*": {"queue": "peakwatch"},
 }
 # Imported by a worker once Django is set up (importing now would load models too early).
-app.conf.imports = ["workers.tasks", "workers.tracking"]
+app.conf.imports = ["workers.tasks", "workers.tracking", "workers.health"]
 
 
 @signals.after_setup_logger.connect

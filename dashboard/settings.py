@@ -382,6 +382,9 @@ if _unknown_protocols:
 # The boards this worker serves beyond cpu and cuda, as a JSON object by board name (rpc
 # address or tracker and key, target, memory capacity): see workers/boards/config.py.
 PEAKWATCH_BOARDS = envjson("PEAKWATCH_BOARDS", {})
+# How often a worker checks the health of each board it serves, for /boards/ (seconds; 0:
+# only when a run starts and ends).
+PEAKWATCH_BOARD_HEALTH_SECONDS = envint("PEAKWATCH_BOARD_HEALTH_SECONDS", 30)
 
 # Regression tracking: where GitHub's REST API is (GitHub Enterprise has its own), and the
 # address links in commit statuses, comments and Slack messages point back to.
