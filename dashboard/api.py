@@ -20,7 +20,7 @@ from drf_spectacular.utils import (
 )
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from dashboard import commit_alerts, queue, series_export
@@ -332,7 +332,7 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         point) at every commit, oldest first: each row has ``columns`` in their order, the
         figures the trend charts draw (of a commit measured twice, the newest successful
         result) and a commit whose results all failed with its status and error. A name
-        may be left out where only one series fits; where several do, 400 says which
+        may be left out where only one series fits; where several do, 404 says which
         names tell them apart. ``csv_url`` is the same export as CSV."""
         model = self.get_object()
         params = request.query_params
@@ -341,10 +341,10 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
                 model, strategy=params.get("strategy", ""), board=params.get("board", ""),
                 toolchain=params.get("toolchain", ""), point=params.get("point"),
             )
-        except series_export.UnknownSeries as unknown:
-            raise NotFound({"series": str(unknown)}) from unknown
-        except series_export.AmbiguousSeries as several:
-            raise ValidationError({"series": str(several)}) from several
+        except (series_export.UnknownSeries, series_export.AmbiguousSeries) as none:
+            # Several series fitting is no one series found: the answer names what tells
+            # them apart.
+            raise NotFound({"series": str(none)}) from none
         branch = params.get("branch", "")
         query = series_export.query_of(line)
         if branch:

@@ -106,6 +106,10 @@ class ResultQuerySet(models.QuerySet):
         """Results of the commits whose sha starts with ``sha`` (a short sha is enough)."""
         return self.filter(commit__sha__startswith=sha.lower())
 
+    def in_series(self, key: SeriesKey):
+        """Results of the series ``key``: one model, strategy, board, toolchain and point."""
+        return self.filter(**SeriesKey(*key)._asdict())
+
     def at_shape(self, label: str):
         """Results at the shape point ``label`` ("h=64,w=64"; "" for models without an axis)."""
         return self.filter(shape_label=label)
@@ -258,6 +262,32 @@ class SeriesQuerySet(models.QuerySet):
                 "latest_result__run__log",
             )
         )
+
+
+class RepositoryQuerySet(models.QuerySet):
+    def with_latest_run(self):
+        """Each repository with ``latest_run_id``, its newest run's id (None without runs)."""
+        runs = _model("Run").objects.filter(repository=OuterRef("pk")).order_by(
+            "-created_at", "-id"
+        )
+        return self.annotate(latest_run_id=Subquery(runs.values("id")[:1]))
+
+
+class PullRequestQuerySet(models.QuerySet):
+    def open(self):
+        """Pull requests GitHub has not said were closed (or said were reopened since)."""
+        return self.filter(closed_at__isnull=True)
+
+    def for_repository(self, repository):
+        return self.filter(repository=repository)
+
+    def with_latest_run(self):
+        """Each pull request with ``latest_run_id``, the newest run of its head (None while
+        none started)."""
+        runs = _model("Run").objects.filter(pull_request=OuterRef("pk")).order_by(
+            "-created_at", "-id"
+        )
+        return self.annotate(latest_run_id=Subquery(runs.values("id")[:1]))
 
 
 class AlertQuerySet(models.QuerySet):

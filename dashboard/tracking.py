@@ -286,6 +286,11 @@ def _from_fork(pull: dict) -> bool:
 def _process_pull_request(repository: Repository, payload: dict) -> str:
     pull = payload["pull_request"]
     number = payload["number"]
+    if payload.get("action") == "closed":
+        merged = pull.get("merged") is True
+        if actions.close_pull_request(repository, number=number, merged=merged) is None:
+            raise NothingToRun(f"#{number} was closed; it was never run here")
+        return f"#{number} {'merged' if merged else 'closed'}"
     mirror = mirror_of(repository)
     head_sha = pull["head"]["sha"]
     if not gitrepo.has_commit(mirror, head_sha):

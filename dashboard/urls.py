@@ -6,9 +6,11 @@ from rest_framework.routers import DefaultRouter
 
 from dashboard import (
     api,
+    api_find,
     api_repositories,
     api_runs,
     boards_views,
+    find_views,
     sign_in_throttle,
     tracking_views,
     views,
@@ -22,13 +24,21 @@ router.register("runs", api.RunViewSet, basename="run")
 router.register("results", api.ResultViewSet, basename="result")
 router.register("alerts", api.AlertViewSet, basename="alert")
 router.register("run-requests", api.RunRequestViewSet, basename="run-request")
+router.register("pull-requests", api_find.PullRequestViewSet, basename="pull-request")
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("repos/", find_views.repositories_page, name="repositories"),
+    path("search/", find_views.search_page, name="search"),
     path(
         "repos/<slug:repository>/models/<str:model>/",
         views.model_trend_page,
         name="model-trend",
+    ),
+    path(
+        "repos/<slug:repository>/models/<str:model>/series.csv",
+        views.series_csv,
+        name="series-csv",
     ),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/approve", tracking_views.approve_run, name="run-approve"),
@@ -86,7 +96,13 @@ urlpatterns = [
     path("api/repositories", api_repositories.track_repository, name="api-track-repository"),
     # Namespaced: the router's "model-trend" would otherwise shadow the page of that name.
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/", include((router.urls, "api"), namespace="api")),
+    path(
+        "api/",
+        include(
+            ([*router.urls, path("search/", api_find.SearchView.as_view(), name="search")], "api"),
+            namespace="api",
+        ),
+    ),
     path("admin/", admin.site.urls),
     path("accounts/login/", sign_in_throttle.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

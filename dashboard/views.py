@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
-from dashboard import compare, fragments, overview, queue, trends
+from dashboard import compare, fragments, overview, queue, series_export, trends
 from dashboard.artifact_storage import ArtifactMissing
 from dashboard.auth import is_maintainer
 from dashboard.models import Artifact, Commit, Model, Result, Run, Series
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 RECENT_RUNS = 15
 ZIP_CHUNK = 1 << 16
+#: Bumped when a table the model page stores rendered changes its markup, so renderings
+#: stored before are not served for the data's current version.
+TREND_TABLES_FORMAT = 2
 #: The entry of a result's zip that names the artifacts left out of it, and why.
 MISSING_LIST = "MISSING.txt"
 
@@ -82,7 +85,7 @@ def model_trend_page(request, repository: str, model: str):
     if data.history_html and not (board or branch or toolchain):
         # Unfiltered, everything below the charts but the branch menu was stored with the
         # trend (its history) or beside it (these), for the trend's version.
-        version = fragments.version_of(data.key)
+        version = fragments.version_of(data.key, TREND_TABLES_FORMAT)
         parts = fragments.get_many({
             f"trend:{model.pk}:coverage": (version, lambda: tables()["coverage"]),
             f"trend:{model.pk}:latest": (version, lambda: tables()["latest"]),
@@ -135,6 +138,30 @@ def model_trend_page(request, repository: str, model: str):
     )
 
 
+@require_GET
+def series_csv(request, repository: str, model: str):
+    """One series of the model as CSV, every commit: the rows ``/api/models/<id>/series/``
+    serves, named by the same ``strategy``, ``board``, ``toolchain`` and ``point``."""
+    model = get_object_or_404(
+        Model.objects.select_related("repository"), repository__name=repository, name=model
+    )
+    params = request.GET
+    try:
+        line = series_export.find_series(
+            model, strategy=params.get("strategy", ""), board=params.get("board", ""),
+            toolchain=params.get("toolchain", ""), point=params.get("point"),
+        )
+    except (series_export.UnknownSeries, series_export.AmbiguousSeries) as none:
+        # As the API answers: several series fitting is no one series found.
+        return HttpResponseNotFound(str(none), content_type="text/plain; charset=utf-8")
+    rows = series_export.rows(line.key, branch=params.get("branch", ""))
+    response = HttpResponse(
+        "".join(series_export.csv_lines(rows)), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{series_export.file_name(line)}"'
+    return response
+
+
 def _shape_chart_choices(shapes: dict | None, opens: trends.Opening, curves: str) -> dict:
     """What the "Memory by shape" chart opens on: one curve per commit of the strategy the
     page opens on (so the change the alert is about shows), else one per strategy at the
@@ -166,6 +193,8 @@ def _trend_tables(model: Model, *, board: str, branch: str, toolchain) -> dict:
             label_order(line.shape_label),
         ),
     )
+    for line in latest:
+        line.export_query = series_export.query_of(line)
     context = {"board": board, "branch": branch, "toolchain": toolchain}
     return {
         "coverage": render_to_string(
@@ -174,7 +203,11 @@ def _trend_tables(model: Model, *, board: str, branch: str, toolchain) -> dict:
         ),
         "latest": render_to_string(
             "dashboard/_trend_latest.html",
-            {"latest": latest, "show_toolchains": show_toolchains},
+            {
+                "latest": latest, "show_toolchains": show_toolchains,
+                "csv_url": reverse("series-csv", args=[model.repository.name, model.name]),
+                "json_url": reverse("api:model-series", args=[model.pk]),
+            },
         ),
         "flags": (len({line.board_id for line in shown}) > 1, show_toolchains),
     }

@@ -362,8 +362,22 @@ def record_pull_request(
             "title": title, "url": url, "head_ref": head_ref, "head_sha": head_sha,
             "base_ref": base_ref, "base_sha": base_sha, "author": author,
             "author_association": author_association, "from_fork": from_fork,
+            # Opened, pushed to or reopened: open, whatever GitHub said before.
+            "closed_at": None, "merged": False,
         },
     )
+    return pull_request
+
+
+def close_pull_request(repository: Repository, *, number: int, merged: bool) -> PullRequest | None:
+    """Mark pull request ``number`` closed (``merged`` or not), as GitHub said; None when
+    Peakwatch never recorded it. Its runs and comparisons stay."""
+    pull_request = PullRequest.objects.filter(repository=repository, number=number).first()
+    if pull_request is None:
+        return None
+    pull_request.closed_at = timezone.now()
+    pull_request.merged = merged
+    pull_request.save(update_fields=["closed_at", "merged", "updated_at"])
     return pull_request
 
 

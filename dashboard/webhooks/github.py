@@ -257,6 +257,9 @@ def _triage(event: str, payload: dict) -> tuple[str, int, str, str]:
                 raise Malformed(f"pull_request.{side} must be an object")
             _sha(pull[side], "sha", label=f"pull_request.{side}.sha")
             _string(pull[side], "ref", label=f"pull_request.{side}.ref")
+        if action == "closed":
+            # Nothing runs; the pull request leaves the list of open ones.
+            return Outcome.QUEUED, 202, action, f"close #{number}"
         if action not in PULL_REQUEST_ACTIONS:
             return Outcome.IGNORED, 200, action, f"pull request action {action!r} is not run"
         return Outcome.QUEUED, 202, action, f"run #{number} at {pull['head']['sha'][:10]}"

@@ -11,11 +11,11 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 
 from dashboard import actions
-from dashboard.models import Alert, RunRequest
+from dashboard.models import Alert, Run, RunRequest
 
 pytestmark = pytest.mark.django_db
 
-# Fourteen operations, each through the examples, coverage and fuzzing phases: about 18 s for
+# Seventeen operations, each through the examples, coverage and fuzzing phases: about 18 s for
 # both tests on the project's 2-core machine
 # (`python3 -m pytest tests/dashboard/test_api_fuzzing.py`).
 EXAMPLES = 25
@@ -33,6 +33,14 @@ def api_schema(recorded_history):
         RunRequest.objects.create(repository=repository, rev="0badc0de"), error="unknown"
     )
     RunRequest.objects.create(repository=repository, rev="feature", branch="feature")
+    # Pull requests open and closed, one with a run: their answers are checked too.
+    head = recorded_history[-1]
+    for number in (6, 7):
+        pull = actions.record_pull_request(
+            repository, number=number, title=f"Change {number}", head_sha=head.commit.sha
+        )
+    Run.objects.filter(pk=head.pk).update(pull_request=pull)
+    actions.close_pull_request(repository, number=6, merged=False)
     # As Django's test client does: requests must not close the connection that holds the
     # test's transaction.
     for signal in (signals.request_started, signals.request_finished):

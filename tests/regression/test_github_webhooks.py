@@ -194,6 +194,27 @@ def test_it_ignores_pull_request_actions_that_change_no_code(client, tracked, he
     assert WebhookDelivery.objects.get().outcome == Outcome.IGNORED
 
 
+def test_a_closed_pull_request_leaves_the_open_ones_and_runs_nothing(
+    client, tracked, head, django_capture_on_commit_callbacks
+):
+    actions.record_pull_request(tracked, number=7, title="Widen", head_sha=head)
+    payload = pull_request_payload(7, head_sha=head, base_sha=head, action="closed")
+    payload["pull_request"]["merged"] = True
+    unknown = pull_request_payload(9, head_sha=head, base_sha=head, action="closed")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = deliver(client, payload, event="pull_request", guid="closed-7")
+        deliver(client, unknown, event="pull_request", guid="closed-9")
+
+    assert response.status_code == 202
+    pull_request = PullRequest.objects.get(number=7)
+    assert (pull_request.state, pull_request.closed_at is not None) == ("merged", True)
+    assert not PullRequest.objects.open().exists()
+    assert not Run.objects.exists()
+    assert WebhookDelivery.objects.get(guid="closed-7").outcome == Outcome.PROCESSED
+    assert WebhookDelivery.objects.get(guid="closed-9").outcome == Outcome.IGNORED
+
+
 def test_the_url_without_a_name_finds_the_repository_whose_secret_verifies(
     client, tracked, head, django_capture_on_commit_callbacks
 ):
