@@ -194,7 +194,11 @@ class SandboxedCompile:
         makes the cache less precise."""
         record = view.record()
         if record is None:
-            return "the view of the checkout did not end cleanly"
+            why = view.stderr.splitlines()[-1] if view.stderr else "no record"
+            log.warning("%s: the view of the checkout ended with %s: %s", job.model_name,
+                        view.exit_status, view.stderr)
+            return f"the view of the checkout did not end cleanly (exit {view.exit_status}: " \
+                f"{why[:300]})"
         if "incomplete" in record:
             return f"what the import looked at is past the record's limits: " \
                 f"{record['incomplete']}"

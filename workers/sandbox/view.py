@@ -32,9 +32,10 @@ from pathlib import Path
 
 from planner.checkout_reads import MAX_PATHS, MAX_RECORD_BYTES, ROOT
 
-#: How long a view may take to appear, and to go away and write its record.
-START_SECONDS = 10.0
-STOP_SECONDS = 10.0
+#: How long a view may take to appear, and to go away and write its record (a loaded host
+#: may take its time over the job's last processes, which hold the view until they end).
+START_SECONDS = 30.0
+STOP_SECONDS = 60.0
 _MNT_DETACH = 2
 
 
@@ -87,6 +88,9 @@ class CheckoutView:
         self._proc: subprocess.Popen | None = None
         self._record_path = self.mountpoint.with_name(self.mountpoint.name + ".reads.json")
         self._record: dict | None = None
+        #: How the serving process ended, for a record that is missing.
+        self.exit_status: int | None = None
+        self.stderr = ""
 
     def __enter__(self) -> CheckoutView:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
@@ -114,14 +118,17 @@ class CheckoutView:
         """Unmount, wait for the serving process to write its record; its stderr, if any."""
         if self._proc is None:
             return ""
-        if os.path.ismount(self.mountpoint):
-            _unmount(self.mountpoint)
+        # Whether or not it looks mounted: asking means a request to the view, which a busy
+        # view may not answer in time, and unmounting what is not mounted does nothing.
+        _unmount(self.mountpoint)
         try:
             _, err = self._proc.communicate(timeout=STOP_SECONDS)
         except subprocess.TimeoutExpired:
             self._proc.kill()
             _, err = self._proc.communicate()
+            err += f"\n(it had not ended {STOP_SECONDS:g} s after the unmount)".encode()
         clean = self._proc.returncode == 0
+        self.exit_status = self._proc.returncode
         self._proc = None
         if clean and self._record_path.is_file():
             if self._record_path.stat().st_size > MAX_RECORD_BYTES:
@@ -129,7 +136,8 @@ class CheckoutView:
             else:
                 self._record = json.loads(self._record_path.read_text())
         self._record_path.unlink(missing_ok=True)
-        return err.decode(errors="replace").strip()[-2000:]
+        self.stderr = err.decode(errors="replace").strip()[-2000:]
+        return self.stderr
 
     def record(self) -> dict | None:
         return self._record
