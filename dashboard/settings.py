@@ -232,6 +232,9 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "dashboard.models.Run.Status",
         "ResultStatusEnum": "dashboard.models.Result.Status",
         "RunRequestStatusEnum": "dashboard.models.RunRequest.Status",
+        # Two query parameters named "state": an alert's triage state, a pull request's.
+        "AlertStateEnum": "dashboard.models.Alert.State",
+        "PullRequestStateEnum": "dashboard.api_find.PULL_REQUEST_STATES",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
