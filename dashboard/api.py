@@ -337,10 +337,7 @@ class ModelViewSet(viewsets.ReadOnlyModelViewSet):
         model = self.get_object()
         params = request.query_params
         try:
-            line = series_export.find_series(
-                model, strategy=params.get("strategy", ""), board=params.get("board", ""),
-                toolchain=params.get("toolchain", ""), point=params.get("point"),
-            )
+            line = series_export.find_series_named(model, params)
         except (series_export.UnknownSeries, series_export.AmbiguousSeries) as none:
             # Several series fitting is no one series found: the answer names what tells
             # them apart.

@@ -48,6 +48,15 @@ class AmbiguousSeries(ValueError):
     """The query fits several series: ``choices`` says what tells them apart."""
 
 
+def find_series_named(model: Model, params) -> Series:
+    """:func:`find_series` with the names a request's query gives (``strategy``, ``board``,
+    ``toolchain``, ``point``): the CSV page and the API read them alike."""
+    return find_series(
+        model, strategy=params.get("strategy", ""), board=params.get("board", ""),
+        toolchain=params.get("toolchain", ""), point=params.get("point"),
+    )
+
+
 def find_series(
     model: Model, *, strategy: str = "", board: str = "", toolchain: str = "",
     point: str | None = None,

@@ -147,10 +147,7 @@ def series_csv(request, repository: str, model: str):
     )
     params = request.GET
     try:
-        line = series_export.find_series(
-            model, strategy=params.get("strategy", ""), board=params.get("board", ""),
-            toolchain=params.get("toolchain", ""), point=params.get("point"),
-        )
+        line = series_export.find_series_named(model, params)
     except (series_export.UnknownSeries, series_export.AmbiguousSeries) as none:
         # As the API answers: several series fitting is no one series found.
         return HttpResponseNotFound(str(none), content_type="text/plain; charset=utf-8")

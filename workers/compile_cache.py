@@ -62,12 +62,11 @@ import importlib.metadata
 import json
 import os
 import platform
-import sys
-import sysconfig
 from pathlib import Path
 
 from dashboard import gitrepo
 from planner.checkout_reads import ROOT, CheckoutReads
+from planner.tvm.toolchain import environment_site_packages
 from workers.manifest import MANIFEST_PATH, ModelEntry, Suite
 
 PLANNER_DIR = Path(__file__).resolve().parent.parent / "planner"
@@ -102,9 +101,8 @@ def toolchain_folders(toolchain_folders: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _site_packages() -> list[str]:
-    folders = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-    folders += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    return [f for f in dict.fromkeys(folders) if f and os.path.isdir(f)]
+    # The folders a toolchain sees after its own TVM: this environment's packages.
+    return environment_site_packages()
 
 
 def _processor() -> str:

@@ -249,7 +249,7 @@ def _create(spec: Spec, folder: Path, say: Progress) -> Toolchain:
             str(spec.path.resolve() / "python") + "\n"
         )
     (site_packages / "_peakwatch_1_worker.pth").write_text(
-        "\n".join(_environment_site_packages()) + "\n"
+        "\n".join(environment_site_packages()) + "\n"
     )
     if spec.kind != "source":
         requirement = spec.text if spec.kind == "release" else str(spec.path.resolve())
@@ -395,7 +395,7 @@ def _venv_purelib(python: Path, spec: Spec, say: Progress) -> str:
     return path
 
 
-def _environment_site_packages() -> list[str]:
+def environment_site_packages() -> list[str]:
     """This environment's package folders: a toolchain sees them after its own TVM."""
     folders = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
     folders += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
