@@ -181,14 +181,19 @@ class ResultSerializer(serializers.ModelSerializer):
             "shape_point", "shape_label", "reserved_at_bound_bytes", "peak_formula",
             "status", "planned_bytes", "intermediate_bytes", "kernel_workspace_bytes",
             "kernel_workspace_source", "output_bytes", "measured_peak_bytes",
-            "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "outputs_match",
-            "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version", "target",
-            "reused_from", "cache_key", "cache_key_reason", "board_figures", "error",
-            "created_at", "artifacts",
+            "board_ram_bytes", "lower_bound_bytes", "latency_median_ms", "latency_p90_ms",
+            "outputs_match", "max_abs_diff", "compile_seconds", "proven_optimal",
+            "tvm_version", "target", "reused_from", "cache_key", "cache_key_reason",
+            "board_figures", "error", "created_at", "artifacts",
         ]
         extra_kwargs = {
             "shape_label": {"help_text": "the shape point as pages name it (\"h=256,w=256\"); "
                             "empty for a model without a shape axis"},
+            "board_ram_bytes": {
+                "help_text": "the RAM a micro board's image uses (static RAM and the stack's "
+                "measured high-water mark), the figure its trend and \"ram\" alerts follow; "
+                "null on a board that does not measure it"
+            },
             "reserved_at_bound_bytes": {
                 "help_text": "what TVM's planner reserves when the model is built once for "
                 "the whole range (symbols at their bound); null where not measured"
@@ -584,7 +589,7 @@ class RunDetailSerializer(RunSerializer):
     )
     open_alerts = serializers.SerializerMethodField(
         help_text="open alerts (new or acknowledged) on the commit, per kind: "
-        "{\"bytes\": 2, \"latency\": 0}"
+        "{\"bytes\": 2, \"ram\": 0, \"latency\": 0}"
     )
     links = serializers.SerializerMethodField(
         help_text="the run's page, this run in the API and the commit's alerts page, "

@@ -41,7 +41,13 @@ EXIT_OK, EXIT_RUN, EXIT_INPUT, EXIT_ALERT = 0, 1, 2, 3
 #: Seconds a queue the run needs may go without a worker: a worker restarting (a deploy)
 #: is back well within it; a queue nobody was ever started on is not.
 WORKER_GRACE = 300.0
-FAIL_ON = ("bytes", "latency", "any", "none")
+FAIL_ON = ("bytes", "ram", "latency", "any", "none")
+
+
+def fails_on(fail_on: str, kind: str) -> bool:
+    """Whether an open alert of ``kind`` fails a job asked to fail on ``fail_on``: "bytes"
+    means memory, so it counts a micro board's RAM ("ram") as well as planned bytes."""
+    return fail_on in ("any", kind) or (fail_on, kind) == ("bytes", "ram")
 
 
 class Stop(Exception):
@@ -212,7 +218,7 @@ def verdict(peakwatch: Peakwatch, run: dict, fail_on: str) -> int:
         _say(f"  {line}  [{alert['state']}]")
         if alert.get("tolerance"):
             _say(f"    past its tolerance: {alert['tolerance']}")
-        if alert["is_open"] and fail_on in ("any", alert["kind"]):
+        if alert["is_open"] and fails_on(fail_on, alert["kind"]):
             failing.append(line)
             if in_actions:
                 # An annotation puts the regression on the job's summary page.
@@ -244,7 +250,8 @@ def main(argv: list[str] | None = None, *, sleep: Callable[[float], None] = time
     parser.add_argument("--branch", default="",
                         help="the branch it is on; with no --sha, the branch's head is run")
     parser.add_argument("--fail-on-alert", choices=FAIL_ON, default="bytes",
-                        help="open alerts of which kind fail the job (default: bytes)")
+                        help="open alerts of which kind fail the job (default: bytes, which "
+                        "counts a micro board's RAM too; ram: only that)")
     parser.add_argument("--timeout", type=float, default=3 * 3600,
                         help="seconds to wait for the run at most (default: 3 hours)")
     parser.add_argument("--interval", type=float, default=10.0,

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from django.urls import reverse
 
+from dashboard.ci_client import fails_on
 from dashboard.models import Alert, Commit, Run
 from dashboard.notifications import absolute, alerts_url
 from dashboard.templatetags.peakwatch import human_bytes
 from planner.shapes import label_order
 
-#: What ``--fail-on-alert`` can fail on: the open alerts of one kind, or of either.
-FAIL_ON = ("bytes", "latency", "any")
+#: What ``--fail-on-alert`` can fail on: the open alerts of one kind (bytes counts a micro
+#: board's RAM too), or of any.
+FAIL_ON = ("bytes", "ram", "latency", "any")
 
 #: ``run --wait`` and the CI client exit with this when the run succeeded but an open alert
 #: of the kind asked for is on the commit; a run that did not succeed keeps its own 1.
@@ -27,20 +29,20 @@ EXIT_ALERT = 3
 
 def commit_alerts(commit: Commit) -> list[Alert]:
     """``commit``'s alerts, by model, strategy, board, toolchain and then shape point by
-    value (seq=32 before seq=128), bytes before latency."""
+    value (seq=32 before seq=128), bytes before board RAM before latency."""
     alerts = (
         Alert.objects.for_commit(commit).with_related()
         .select_related("baseline__toolchain", "baseline__commit")
     )
     return sorted(alerts, key=lambda a: (
         a.model.name, a.strategy.name, a.board.name, a.toolchain.spec,
-        label_order(a.shape_label), a.kind != Alert.Kind.BYTES, a.pk,
+        label_order(a.shape_label), a.kind_rank, a.pk,
     ))
 
 
 def failing(alerts: list[Alert], fail_on: str) -> list[Alert]:
     """The open alerts among ``alerts`` that ``fail_on`` (one of :data:`FAIL_ON`) counts."""
-    return [a for a in alerts if a.is_open and fail_on in ("any", a.kind)]
+    return [a for a in alerts if a.is_open and fails_on(fail_on, a.kind)]
 
 
 def open_counts(alerts: list[Alert]) -> dict[str, int]:
@@ -57,7 +59,7 @@ def series_name(alert: Alert) -> str:
 def movement(alert: Alert) -> str:
     """``781.2 KiB → 789.2 KiB (+8,192 B, +1.0%)``: both figures, and the exact change, which
     two rounded sizes can hide."""
-    if alert.kind == Alert.Kind.BYTES:
+    if alert.in_bytes:
         before, after = human_bytes(alert.baseline_value), human_bytes(alert.value)
         change = f"{alert.change:+,.0f} B"
     else:

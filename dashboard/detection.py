@@ -2,10 +2,13 @@
 
 Planned bytes are deterministic: the same model, strategy and TVM give the same plan, so
 any growth above the series' tolerance is a real change (:func:`tolerance_of`: what the
-manifest at the commit sets, a series' admin row over it). Latency is noisy: a commit is
-compared with a window of earlier commits by a one-sided Mann-Whitney U test over the timed
-samples (leaving out a commit whose median is an outlier in the window: :func:`steady`), and
-only a median increase of at least the repository's minimum effect counts.
+manifest at the commit sets, a series' admin row over it). A micro board's RAM is exact
+too (its image and an emulated run measure it) and is held to the same tolerance.
+
+Latency is noisy: a commit is compared with a window of earlier commits by a one-sided
+Mann-Whitney U test over the timed samples (leaving out a commit whose median is an
+outlier in the window: :func:`steady`), and only a median increase of at least the
+repository's minimum effect counts.
 
 The baseline of a commit is found by following first parents (its recorded ``parent_sha``),
 so a commit is compared with its own history, not with whatever ran just before it; a pull
@@ -209,7 +212,7 @@ def ancestors(run: Run, limit: int = MAX_ANCESTORS) -> list[int]:
 
 
 def find_regressions(run: Run) -> list[Finding]:
-    """Every bytes or latency regression among ``run``'s successful results."""
+    """Every bytes, board RAM or latency regression among ``run``'s successful results."""
     repository = run.repository
     results = list(
         Result.objects.for_run(run)
@@ -330,18 +333,25 @@ def _threshold_overrides(repository) -> dict[tuple[int, int, int], int]:
     }
 
 
+#: What each kind of byte alert follows: planned bytes everywhere, and where a board
+#: measures its own RAM (a micro board), that too, under the same tolerance.
+BYTE_FIGURES = (("bytes", "planned_bytes"), ("ram", "board_ram_bytes"))
+
+
 def _bytes_finding(result: Result, baseline: Result, tolerance: Tolerance) -> list[Finding]:
-    """A bytes finding when ``result`` planned more than ``baseline`` by over what
-    ``tolerance`` allows."""
-    if result.planned_bytes is None or baseline.planned_bytes is None:
-        return []
-    allowed = tolerance.allowed_bytes(baseline.planned_bytes)
-    if not bytes_regressed(result.planned_bytes, baseline.planned_bytes, allowed):
-        return []
-    return [Finding(
-        "bytes", result, baseline, baseline.planned_bytes, result.planned_bytes,
-        tolerance=tolerance.describe_bytes(baseline.planned_bytes),
-    )]
+    """A finding for each byte figure (:data:`BYTE_FIGURES`) that ``result`` measured
+    above ``baseline``'s by over what ``tolerance`` allows."""
+    findings = []
+    for kind, figure in BYTE_FIGURES:
+        value, before = getattr(result, figure), getattr(baseline, figure)
+        if value is None or before is None:
+            continue
+        if bytes_regressed(value, before, tolerance.allowed_bytes(before)):
+            findings.append(Finding(
+                kind, result, baseline, before, value,
+                tolerance=tolerance.describe_bytes(before),
+            ))
+    return findings
 
 
 def _older_toolchain_result(result: Result, at_commit: dict, order) -> Result | None:

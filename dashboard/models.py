@@ -403,6 +403,10 @@ class Result(models.Model):
     intermediate_bytes = models.BigIntegerField(null=True, blank=True)
     output_bytes = models.BigIntegerField(null=True, blank=True)
     measured_peak_bytes = models.BigIntegerField(null=True, blank=True)
+    #: The RAM a micro board's image uses (static RAM and the stack's measured high-water
+    #: mark), as its build and run found it; a column of its own, since it is the figure
+    #: a micro user's trend and alerts follow. None on a board that does not measure it.
+    board_ram_bytes = models.BigIntegerField(null=True, blank=True)
     lower_bound_bytes = models.BigIntegerField(null=True, blank=True)
     latency_median_ms = models.FloatField(null=True, blank=True)
     latency_p90_ms = models.FloatField(null=True, blank=True)
@@ -449,7 +453,7 @@ class Result(models.Model):
                 fields=["model", "board", "strategy", "toolchain", "shape_label", "commit"],
                 include=[
                     "run", "planned_bytes", "intermediate_bytes", "measured_peak_bytes",
-                    "lower_bound_bytes", "latency_median_ms",
+                    "lower_bound_bytes", "latency_median_ms", "board_ram_bytes",
                 ],
                 condition=models.Q(status="ok"),
                 name="result_trend",
@@ -705,6 +709,8 @@ class Alert(models.Model):
     class Kind(models.TextChoices):
         BYTES = "bytes", "Planned bytes"
         LATENCY = "latency", "Latency"
+        #: A micro board's RAM (static RAM and stack), as its image and run measured it.
+        RAM = "ram", "Board RAM"
 
     class State(models.TextChoices):
         NEW = "new"
@@ -797,6 +803,24 @@ class Alert(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in (self.State.NEW, self.State.ACKNOWLEDGED)
+
+    @property
+    def kind_rank(self) -> int:
+        """Where this alert's kind comes among a series' alerts of one commit: bytes, board
+        RAM, latency; exact figures before noisy ones."""
+        return [self.Kind.BYTES, self.Kind.RAM, self.Kind.LATENCY].index(self.kind)
+
+    @property
+    def kind_in_a_sentence(self) -> str:
+        """"planned bytes", "latency", "board RAM": the kind as a sentence names it."""
+        label = self.get_kind_display()
+        return label[:1].lower() + label[1:]
+
+    @property
+    def in_bytes(self) -> bool:
+        """Whether this alert's figures are bytes (planned bytes, a board's RAM), not
+        milliseconds."""
+        return self.kind != self.Kind.LATENCY
 
     def format_figure(self, value: float) -> str:
         """``value`` as this alert's kind is read: bytes or milliseconds."""

@@ -145,14 +145,14 @@ def slack_message(run: Run, alerts: list[Alert]) -> dict:
         f"`{run.commit.short_sha}` {run.commit.title}"
     ]
     for alert in alerts:
-        if alert.kind == Alert.Kind.BYTES:
+        if alert.in_bytes:
             change = f"{human_bytes(alert.baseline_value)} → {human_bytes(alert.value)}"
         else:
             change = f"{alert.baseline_value:.3f} ms → {alert.value:.3f} ms (p={alert.p_value:.3g})"
         lines.append(
             f"• {alert.model.name} / {alert.strategy.name} / {alert.board.name}"
             f"{alert.at_point}: "
-            f"{alert.get_kind_display().lower()} {change} ({_percent(alert.relative_change)})"
+            f"{alert.kind_in_a_sentence} {change} ({_percent(alert.relative_change)})"
         )
     lines.append(f"<{absolute(alerts_url(run))}|Triage the alerts>")
     return {"text": "\n".join(lines)}

@@ -338,6 +338,6 @@ class AlertQuerySet(models.QuerySet):
         for _, alerts in groups.values():
             alerts.sort(key=lambda alert: (
                 alert.model.name, alert.strategy.name, alert.board.name, alert.toolchain.spec,
-                label_order(alert.shape_label), alert.kind != "bytes", alert.pk,
+                label_order(alert.shape_label), alert.kind_rank, alert.pk,
             ))
         return list(groups.values())

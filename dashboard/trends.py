@@ -51,7 +51,7 @@ _COLUMNS = (
     "strategy_id", "board_id", "toolchain_id", "shape_label", "commit_id", "run_id",
     "planned_bytes",
     "intermediate_bytes", "measured_peak_bytes", "lower_bound_bytes", "latency_median_ms",
-    "position", "total", "changed",
+    "board_ram_bytes", "position", "total", "changed",
 )
 
 
@@ -128,7 +128,8 @@ def _series_rows(
             SELECT r.strategy_id, r.board_id, r.toolchain_id, r.shape_label, r.commit_id,
                    r.run_id,
                    r.planned_bytes, r.intermediate_bytes, r.measured_peak_bytes,
-                   r.lower_bound_bytes, r.latency_median_ms, c.committed_at,
+                   r.lower_bound_bytes, r.latency_median_ms, r.board_ram_bytes,
+                   c.committed_at,
                    LEAD(r.commit_id) OVER (
                        PARTITION BY r.strategy_id, r.board_id, r.toolchain_id, r.shape_label
                        ORDER BY c.committed_at, r.commit_id, r.id
@@ -154,7 +155,8 @@ def _series_rows(
         SELECT strategy_id, board_id, toolchain_id, shape_label, commit_id, run_id,
                planned_bytes,
                intermediate_bytes, measured_peak_bytes, lower_bound_bytes, latency_median_ms,
-               position, total, CASE WHEN planned_bytes {distinct} previous_bytes THEN 1 ELSE 0 END
+               board_ram_bytes, position, total,
+               CASE WHEN planned_bytes {distinct} previous_bytes THEN 1 ELSE 0 END
         FROM newest
         WHERE total <= {MAX_POINTS}
            OR position = 1 OR position = total
@@ -174,7 +176,7 @@ SERIES_COLUMNS = SeriesKey._fields
 #: What each stored point of a ``Series`` holds (``Series.points``).
 STORED_POINT_FIELDS = (
     "commit_id", "run_id", "planned_bytes", "intermediate_bytes", "lower_bound_bytes",
-    "latency_median_ms", "measured_peak_bytes",
+    "latency_median_ms", "measured_peak_bytes", "board_ram_bytes",
 )
 
 
@@ -188,12 +190,12 @@ class SeriesSummary:
     latest_result_id: int | None
 
 
-def series_points(key: tuple, *, using=None) -> SeriesSummary:
+def series_points(key: tuple, *, using=None, board_ram: bool = True) -> SeriesSummary:
     """The points of the series ``key`` (model, strategy, board, toolchain ids and the
     shape label) worth drawing, at most ``MAX_POINTS``, chosen like ``_series_rows`` chooses
     them; the commits with alerts on the series are kept too. Plain SQL over the tables, so
-    the migration that fills ``Series`` can call it as well (with the four ids it knew:
-    its tables have no shape label yet)."""
+    the migration that fills ``Series`` can call it as well (with the four ids it knew, and
+    ``board_ram=False``: its tables have no shape label and no board RAM yet)."""
     from django.db import connections
 
     db = connections[using or "default"]
@@ -212,6 +214,7 @@ def series_points(key: tuple, *, using=None) -> SeriesSummary:
         WITH runs AS (
             SELECT r.id, r.commit_id, r.run_id, r.planned_bytes, r.intermediate_bytes,
                    r.lower_bound_bytes, r.latency_median_ms, r.measured_peak_bytes,
+                   {"r.board_ram_bytes" if board_ram else "NULL AS board_ram_bytes"},
                    c.committed_at,
                    LEAD(r.commit_id) OVER (ORDER BY c.committed_at, r.commit_id, r.id)
                        AS next_commit
@@ -229,7 +232,7 @@ def series_points(key: tuple, *, using=None) -> SeriesSummary:
             WINDOW w AS (ORDER BY committed_at, commit_id)
         )
         SELECT id, commit_id, run_id, planned_bytes, intermediate_bytes, lower_bound_bytes,
-               latency_median_ms, measured_peak_bytes, position, total,
+               latency_median_ms, measured_peak_bytes, board_ram_bytes, position, total,
                CASE WHEN planned_bytes {distinct} previous_bytes THEN 1 ELSE 0 END
         FROM newest
         WHERE total <= {MAX_POINTS}
@@ -247,16 +250,16 @@ def series_points(key: tuple, *, using=None) -> SeriesSummary:
     points = [
         {
             "id": row[0],
-            "stored": list(row[1:8]),
+            "stored": list(row[1:9]),
             "planned_bytes": row[3],
-            "position": row[8],
-            "changed": bool(row[10]),
+            "position": row[9],
+            "changed": bool(row[11]),
         }
         for row in rows
     ]
     return SeriesSummary(
         [point["stored"] for point in downsample(points, MAX_POINTS)],
-        commits=rows[-1][9],
+        commits=rows[-1][10],
         latest_result_id=rows[-1][0],
     )
 
@@ -273,11 +276,11 @@ def _alerts(model: Model, *, board: str, branch: str, toolchain: Toolchain | Non
     return alerts.order_by("-commit__committed_at", "-id")
 
 
-#: What each array in a series' ``points`` holds; a seventh item, when present, is the
+#: What each array in a series' ``points`` holds; one item more, when present, is the
 #: point's run page where it is not its commit's.
 POINT_FIELDS = (
     "commit", "planned_bytes", "intermediate_bytes", "lower_bound_bytes",
-    "latency_median_ms", "measured_peak_bytes",
+    "latency_median_ms", "measured_peak_bytes", "board_ram_bytes",
 )
 #: Newest commits the trend page's history table lists at most.
 HISTORY_ROWS = 30
@@ -315,7 +318,7 @@ def _news(alerts: list[Alert]) -> Alert | None:
     if not opened:
         return None
     newest = [alert for alert in opened if alert.commit_id == opened[0].commit_id]
-    return min(newest, key=lambda alert: alert.kind != Alert.Kind.BYTES)
+    return min(newest, key=lambda alert: alert.kind_rank)
 
 
 def trend(
@@ -550,7 +553,7 @@ def _stored_series(lines: list[Series]) -> tuple[list[dict], list[dict]]:
     drawn = []
     for line in lines:
         # A commit removed since the line was summarised is left out until it is again.
-        points = [p for p in line.points if p[0] in index]
+        points = [_stored(p) for p in line.points if p[0] in index]
         drawn.append(
             _line(line.strategy.name, line.board.name, line.toolchain, line.shape_label,
                   line.commits, [
@@ -561,6 +564,14 @@ def _stored_series(lines: list[Series]) -> tuple[list[dict], list[dict]]:
             ], downsampled=len(points) < line.commits)
         )
     return commits, drawn
+
+
+def _stored(point: list) -> list:
+    """A stored point with every field of ``STORED_POINT_FIELDS``: one summarised before a
+    field was added lacks it (None, as for a result that did not measure it) until its
+    series is summarised again."""
+    missing = len(STORED_POINT_FIELDS) - len(point)
+    return point + [None] * missing if missing > 0 else point
 
 
 def _commits_drawn(runs: dict[int, int]) -> tuple[dict[int, int], list[dict]]:
@@ -657,6 +668,7 @@ def _point(values: dict, commit_index: int, runs: dict[int, int]) -> list:
         values["lower_bound_bytes"],
         values["latency_median_ms"],
         values["measured_peak_bytes"],
+        values["board_ram_bytes"],
     ]
     if values["run_id"] != runs[values["commit_id"]]:
         point.append(_run_url(values["run_id"]))

@@ -78,3 +78,28 @@ class Repo:
             "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp,
         })
         return git(self.path, "rev-parse", "HEAD")
+
+
+def migrated_to(migration: str):
+    """The database migrated back to ``dashboard``'s ``migration``; returns a function giving
+    each model's manager as that migration's state knew the model (a test then fills the
+    old tables and migrates forward with :func:`migrate_to`)."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    target = [("dashboard", migration)]
+    executor = MigrationExecutor(connection)
+    executor.migrate(target)
+    old = executor.loader.project_state(target).apps
+    return lambda name: old.get_model("dashboard", name).objects
+
+
+def migrate_to(migration: str | None = None) -> None:
+    """Migrate ``dashboard`` forward to ``migration``; the newest one when None."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(
+        [("dashboard", migration)] if migration else executor.loader.graph.leaf_nodes()
+    )

@@ -123,6 +123,8 @@ def _measured_figure(result: Result, kind: str) -> float | None:
     measured nothing of it (a reused result's samples are an older compile's)."""
     if kind == Alert.Kind.BYTES:
         return result.planned_bytes
+    if kind == Alert.Kind.RAM:
+        return result.board_ram_bytes
     if result.is_reused or not result.latency_samples_ms:
         return None
     return statistics.median(result.latency_samples_ms)

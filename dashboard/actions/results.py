@@ -92,6 +92,7 @@ def record_result(
         "intermediate_bytes": report.intermediate_bytes,
         "output_bytes": report.output_bytes,
         "measured_peak_bytes": report.measured_peak_bytes,
+        "board_ram_bytes": _board_ram(report),
         "lower_bound_bytes": report.lower_bound_bytes,
         "latency_median_ms": latency.get("median"),
         "latency_p90_ms": latency.get("p90"),
@@ -136,6 +137,19 @@ def record_result(
     return result
 
 
+#: Above any board's RAM by far, and within a BigIntegerField.
+_MAX_BOARD_RAM = 1 << 48
+
+
+def _board_ram(report: StrategyReport) -> int | None:
+    """The board's own RAM figure, where it measured one: a whole number of bytes, or
+    nothing (the sandboxed job wrote it, so anything else is not taken as a figure)."""
+    ram = report.board.figures.get("ram_bytes") if report.board is not None else None
+    if isinstance(ram, int) and not isinstance(ram, bool) and 0 <= ram < _MAX_BOARD_RAM:
+        return ram
+    return None
+
+
 def _store_result(
     run: Run, *, model: str, strategy: str, board: str, fields: dict, toolchain: Toolchain,
     shape_label: str = "",
@@ -168,10 +182,10 @@ def _store_result(
 #: What a reused Result copies from the compile it reuses.
 _REUSED_FIELDS = (
     "status", "planned_bytes", "intermediate_bytes", "output_bytes", "measured_peak_bytes",
-    "lower_bound_bytes", "latency_median_ms", "latency_p90_ms", "latency_samples_ms",
-    "outputs_match", "max_abs_diff", "compile_seconds", "proven_optimal", "tvm_version",
-    "target", "environment", "error", "cache_key", "shape_point", "reserved_at_bound_bytes",
-    "peak_formula",
+    "board_ram_bytes", "lower_bound_bytes", "latency_median_ms", "latency_p90_ms",
+    "latency_samples_ms", "outputs_match", "max_abs_diff", "compile_seconds",
+    "proven_optimal", "tvm_version", "target", "environment", "error", "cache_key",
+    "shape_point", "reserved_at_bound_bytes", "peak_formula",
 )
 
 

@@ -19,7 +19,7 @@ def summarise_existing_series(apps, schema_editor):
         .values_list("model_id", "strategy_id", "board_id", "toolchain_id").distinct()
     )
     for key in sorted(set(keys)):
-        summary = series_points(key, using=alias)
+        summary = series_points(key, using=alias, board_ram=False)
         Series.objects.using(alias).create(
             model_id=key[0], strategy_id=key[1], board_id=key[2], toolchain_id=key[3],
             points=summary.points, commits=summary.commits,

@@ -26,6 +26,7 @@ export const POINT_FIELDS = [
   "lower_bound_bytes",
   "latency_median_ms",
   "measured_peak_bytes",
+  "board_ram_bytes",
 ];
 
 function columnOf(trend, field) {
@@ -95,6 +96,14 @@ export function buildDatasets(trend, field, { lowerBound = false } = {}) {
   return { labels: commits.map((commit) => commit.short.slice(0, 7)), commits, datasets };
 }
 
+/**
+ * Only the lines of ``chartData`` that have a figure at some commit: a measurement only
+ * some boards make (a micro board's RAM) charts those boards' lines, not empty ones.
+ */
+export function measuredOnly(chartData) {
+  return { ...chartData, datasets: chartData.datasets.filter((d) => d.data.some((v) => v !== null)) };
+}
+
 /** The commit behind x position ``index``: what a tooltip shows and a click opens. */
 export function commitAt(chartData, index) {
   return chartData.commits[index] ?? null;
@@ -110,7 +119,7 @@ export function runUrlAt(chartData, datasetIndex, index) {
 export const ALERTS_LABEL = "alerts";
 
 /**
- * A dataset marking the commits with alerts of ``kind`` ("bytes" or "latency") on a chart
+ * A dataset marking the commits with alerts of ``kind`` ("bytes", "ram" or "latency") on a chart
  * built by ``buildDatasets``: each marker sits at the alert's value, and carries the alert
  * (with its run_url) so a click opens that run. Alerts of commits the chart does not show
  * are left out. Null when there is nothing to mark.

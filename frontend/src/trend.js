@@ -1,4 +1,5 @@
-// The model trend page: planned bytes and latency over commits, one line per strategy.
+// The model trend page: planned bytes, measured peak, latency and (where a micro board
+// measures it) the board's RAM over commits, one line per strategy.
 // Reads the payload the page embeds with json_script (the same the trend API serves).
 
 import {
@@ -23,6 +24,7 @@ import {
   commitAt,
   downsampleNote,
   markFocus,
+  measuredOnly,
   runUrlAt,
   styleDatasets,
 } from "./series.js";
@@ -133,6 +135,22 @@ export function drawTrend(container, trend, focus = {}) {
     }),
     drawChart(container.querySelector("#chart-latency"), latency, { formatValue: formatMs, colours }),
   ];
+  // A micro board measures the RAM its image uses: charted where some line has it.
+  const ram = measuredOnly(buildDatasets(trend, "board_ram_bytes"));
+  const ramCard = container.querySelector("[data-board-ram-chart]");
+  if (ramCard) {
+    ramCard.hidden = !ram.datasets.length;
+    if (ram.datasets.length) {
+      charts.push(
+        drawChart(ramCard.querySelector("canvas"), focused(withAlerts(trend, ram, "ram")), {
+          formatValue: formatBytes,
+          formatExact: formatExactBytes,
+          colours,
+          binary: true,
+        }),
+      );
+    }
+  }
   const note = document.querySelector("[data-downsample-note]");
   if (note) note.textContent = downsampleNote(trend);
   // For tests and for poking at the charts from the console.

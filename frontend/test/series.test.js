@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { buildDatasets, commitAt, commitsOf, LOWER_BOUND_LABEL, runUrlAt } from "../src/series.js";
+import { buildDatasets, commitAt, commitsOf, LOWER_BOUND_LABEL, measuredOnly, runUrlAt } from "../src/series.js";
 
 function commit(i) {
   return {
@@ -14,9 +14,10 @@ function commit(i) {
   };
 }
 
-// [commit index, planned, intermediate, lower bound, latency, measured peak(, run page)]
-function point(i, planned, runUrl) {
-  const values = [i, planned, planned - 1024, Math.trunc(planned * 0.8), 1 + i / 10, planned + 1];
+// [commit index, planned, intermediate, lower bound, latency, measured peak, board RAM
+//  (, run page)]
+function point(i, planned, runUrl, boardRam = null) {
+  const values = [i, planned, planned - 1024, Math.trunc(planned * 0.8), 1 + i / 10, planned + 1, boardRam];
   return runUrl ? [...values, runUrl] : values;
 }
 
@@ -49,6 +50,21 @@ test("it builds one dataset per strategy aligned on the commits", () => {
       ["none", [1600, null, 1700]],
     ],
   );
+});
+
+test("a board's RAM charts only the lines of boards that measure it", () => {
+  const mixed = {
+    commits,
+    series: [
+      { strategy: "best-fit", board: "cpu", points: [point(0, 900), point(1, 950)] },
+      { strategy: "best-fit", board: "mcu", points: [point(0, 900, null, 4096), point(2, 990, "/runs/7/", 5120)] },
+    ],
+  };
+  const chart = measuredOnly(buildDatasets(mixed, "board_ram_bytes"));
+  assert.deepEqual(chart.datasets.map((d) => [d.board, d.data]), [["mcu", [4096, null, 5120]]]);
+  // The run page still comes after the board's figure.
+  assert.equal(runUrlAt(chart, 0, 2), "/runs/7/");
+  assert.deepEqual(measuredOnly(buildDatasets(trend, "board_ram_bytes")).datasets, []);
 });
 
 test("it adds the tightest lower bound per commit as its own dataset", () => {

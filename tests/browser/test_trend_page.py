@@ -127,3 +127,33 @@ def test_it_keeps_filters_in_the_address(page, live_server, recorded_history):
 
     assert page.eval_on_selector("select[name=branch]", "s => s.value") == "main"
     assert page.problems == []
+
+
+def test_a_micro_boards_ram_has_a_chart_of_its_own_with_its_alert(page, live_server, db):
+    from dashboard import actions
+    from dashboard.models import Board
+    from tests.regression.history import micro_report, record_run
+
+    actions.register_board("mcu", kind=Board.Kind.MICRO, target="c")
+    repository = actions.track_repository("tracked", "/nonexistent")
+    parent = ""
+    for index, ram in enumerate([12_000, 12_000, 14_048]):
+        parent = record_run(repository, index, {("tiny-cnn", "best-fit"): micro_report(5000, ram)},
+                            parent=parent, board="mcu").commit.sha
+
+    page.goto(f"{live_server.url}/repos/tracked/models/tiny-cnn/")
+    page.wait_for_selector("[data-trend-charts][data-ready='true']", timeout=10_000)
+
+    assert page.is_visible("#chart-board-ram")
+    ram = page.evaluate(DATASETS)[3]
+    assert [(d["label"], d["points"]) for d in ram] == [("best-fit", 3), ("alerts", 3)]
+    figures = page.evaluate(
+        "() => window.peakwatchCharts[3].data.datasets.map((d) => d.data)"
+    )
+    assert figures == [[12_000, 12_000, 14_048], [None, None, 14_048]]
+    assert page.problems == []
+
+
+def test_a_model_no_board_measures_ram_of_has_no_ram_chart(trend_page):
+    assert not trend_page.is_visible("#chart-board-ram")
+    assert len(trend_page.evaluate(DATASETS)) == 3

@@ -185,7 +185,7 @@ def test_it_serves_a_models_trend_one_series_per_strategy(client, small_cnn, rec
     assert [series["strategy"] for series in body["series"]] == STRATEGIES
     assert body["point_fields"] == [
         "commit", "planned_bytes", "intermediate_bytes", "lower_bound_bytes",
-        "latency_median_ms", "measured_peak_bytes",
+        "latency_median_ms", "measured_peak_bytes", "board_ram_bytes",
     ]
     # Every commit drawn is listed once, oldest first, with what a tooltip and a click need.
     commits = body["commits"]
@@ -200,14 +200,14 @@ def test_it_serves_a_models_trend_one_series_per_strategy(client, small_cnn, rec
     # Oldest commit first; each commit adds 4096 bytes in the recorded history.
     assert [p[0] for p in none["points"]] == [0, 1, 2, 3]
     assert [p[1] for p in none["points"]] == [int(50_000 * 1.6) + 4096 * i for i in range(4)]
-    # Each point is the commit's index and the five measurements, nothing repeated.
-    assert all(len(p) == 6 for s in body["series"] for p in s["points"])
+    # Each point is the commit's index and the six measurements, nothing repeated.
+    assert all(len(p) == 7 for s in body["series"] for p in s["points"])
     result = Result.objects.get(
         run=recorded_history[0], model=small_cnn, strategy__name="none"
     )
     assert none["points"][0][1:] == [
         result.planned_bytes, result.intermediate_bytes, result.lower_bound_bytes,
-        pytest.approx(1.0), result.measured_peak_bytes,
+        pytest.approx(1.0), result.measured_peak_bytes, None,
     ]
 
 
@@ -226,9 +226,9 @@ def test_it_counts_a_rerun_commit_once_with_its_newest_result(client, small_cnn,
     assert none["points"][-1][1] == 1234
     # The commit's newest run is the one a click opens; the other series say theirs.
     assert body["commits"][-1]["run_url"] == rerun.get_absolute_url()
-    assert none["points"][-1][6:] == []
+    assert none["points"][-1][7:] == []
     other = next(series for series in body["series"] if series["strategy"] != "none")
-    assert other["points"][-1][6] == recorded_history[-1].get_absolute_url()
+    assert other["points"][-1][7] == recorded_history[-1].get_absolute_url()
 
 
 def test_it_leaves_failed_results_out_of_the_trend(client, small_cnn, recorded_history):

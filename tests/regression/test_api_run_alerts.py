@@ -31,7 +31,7 @@ def grown():
 def test_a_finished_run_carries_its_commits_alerts(client, grown):
     body = client.get(f"/api/runs/{grown.pk}/").json()
 
-    assert body["open_alerts"] == {"bytes": 2, "latency": 0}
+    assert body["open_alerts"] == {"bytes": 2, "latency": 0, "ram": 0}
     assert [(a["strategy"], a["kind"], a["state"]) for a in body["alerts"]] == [
         ("none-32", "bytes", "new"), ("none-512", "bytes", "new"),
     ]
@@ -81,7 +81,7 @@ def test_a_triaged_alert_is_carried_but_not_open(client, grown):
 
     body = client.get(f"/api/runs/{grown.pk}/").json()
 
-    assert body["open_alerts"] == {"bytes": 1, "latency": 0}
+    assert body["open_alerts"] == {"bytes": 1, "latency": 0, "ram": 0}
     assert [(a["strategy"], a["state"], a["is_open"]) for a in body["alerts"]] == [
         ("none-32", "intended", False), ("none-512", "new", True),
     ]
@@ -136,7 +136,7 @@ def test_posting_a_run_of_a_commit_answers_with_the_alerts_already_on_it(
     assert answer["run_url"] == f"/api/runs/{rerun.pk}/"
     assert answer["links"]["api"] == f"https://peakwatch.example/api/runs/{rerun.pk}/"
     assert answer["links"]["page"] == f"https://peakwatch.example/runs/{rerun.pk}/"
-    assert answer["open_alerts"] == {"bytes": 2, "latency": 0}
+    assert answer["open_alerts"] == {"bytes": 2, "latency": 0, "ram": 0}
     assert [a["strategy"] for a in answer["alerts"]] == ["none-32", "none-512"]
 
 

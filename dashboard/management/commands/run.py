@@ -60,9 +60,10 @@ class Command(BaseCommand):
                             "exit 1 if any result failed")
         parser.add_argument(
             "--fail-on-alert", nargs="?", const="bytes", choices=FAIL_ON, default=None,
-            metavar="{bytes,latency,any}",
+            metavar="{bytes,ram,latency,any}",
             help=f"implies --wait; exit {EXIT_ALERT} when an open alert of this kind (bytes "
-            f"when no kind is given) is on the commit: what a CI job fails on",
+            f"when no kind is given, which counts a micro board's RAM too) is on the commit: "
+            f"what a CI job fails on",
         )
         parser.add_argument("--timeout", type=float, default=3 * 3600,
                             help="seconds --wait waits at most")
