@@ -128,14 +128,18 @@ def test_a_run_records_the_board_figures_the_flag_and_the_export(
     assert result.planned_bytes > 0
     assert board["machine"] == "mps2-an386" and board["outputs_match"] is True
     assert board["ram_bytes"] > 1024 and board["instructions"] > 0
+    # The figure a micro board's trend and alerts follow, in a column of its own.
+    assert result.board_ram_bytes == board["ram_bytes"]
     assert result.details["over_capacity"] is True
     assert result.board.kind == "micro" and result.board.memory_capacity == 1024
     assert result.board.info["status"] == "online"
 
     client = Client()
-    assert "over capacity" in client.get(run.get_absolute_url()).content.decode()
+    page = client.get(run.get_absolute_url()).content.decode()
+    assert "over capacity" in page and 'data-board-fits="no"' in page
     figures = client.get(f"/api/results/{result.pk}/").json()["board_figures"]
     assert figures["ram_bytes"] == board["ram_bytes"] and figures["over_capacity"] is True
+    assert client.get(f"/api/results/{result.pk}/").json()["board_ram_bytes"] == board["ram_bytes"]
     export = result.artifacts.get(name="export.zip")
     response = client.get(export.get_absolute_url())
     assert response.status_code == 200
