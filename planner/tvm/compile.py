@@ -641,7 +641,9 @@ def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, se
     extraction = variant.planned
     problem = extraction.problem()
     if variant.rewrites is None:
-        variant.rewrites = find_rewrites(variant.module, variant.by_binding or extraction)
+        variant.rewrites = find_rewrites(
+            variant.module, variant.by_binding or extraction, planned=extraction
+        )
     rewrites = variant.rewrites
     merged = rewrites.problem(extraction)
     report.rewritten_lower_bound_bytes = _align(lower_bound(merged)) if merged.buffers else 0

@@ -37,6 +37,7 @@ import tvm
 import tvm_ffi
 from tvm import relax, s_tir
 
+from planner import strategies as library
 from planner.problem import Buffer, Problem
 from planner.tvm.compat import SBlock, SBlockRealize, region_buffer
 from planner.tvm.extract import ARENA_ALIGNMENT, Extraction, bindings_of
@@ -76,6 +77,10 @@ class Rewrites:
     concat_copies_removed: int = 0
     concat_bytes_saved: int = 0
     concat_copies_left: int = 0
+    #: In-place writes made of a result smaller than the input it takes over (pooling, a
+    #: cast to a narrower type): the merged group keeps the input's size for as long as the
+    #: result lives, which :func:`find_rewrites` weighs before keeping them.
+    shrinking: int = 0
     #: binding index -> (kept, dropped) parameter pairs: the kernel writes and reads the
     #: dropped parameter through the kept one's pointer (both sit at one address)
     shared: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
@@ -458,7 +463,8 @@ _GPU_SHIFT = (
 
 
 def find_rewrites(
-    mod: tvm.IRModule, extraction: Extraction, *, share_pointers: bool = False
+    mod: tvm.IRModule, extraction: Extraction, *, share_pointers: bool = False,
+    planned: Extraction | None = None,
 ) -> Rewrites:
     """In-place writes and concatenation slices for ``extraction``'s tensors.
 
@@ -478,10 +484,37 @@ def find_rewrites(
 
     ``share_pointers`` makes CPU kernels write their in-place outputs through the input's
     pointer too (outputs at offset 0 of an input of their dtype).
+
+    A result smaller than the input it is written over (:attr:`Rewrites.shrinking`) saves
+    its own bytes where both met, but holds the input's size for the rest of its life: a
+    kernel's int32 accumulator merged into the int8 output the next kernel reads keeps 64
+    KiB alive where 16 KiB would do. Such merges are kept only where best-fit's plan of
+    ``planned`` (the times a plan uses; ``extraction`` by default) is no larger with them.
     """
-    rewrites, conflict = _find_rewrites(mod, extraction, True, share_pointers)
+    rewrites = _found(mod, extraction, share_pointers, shrinking=True)
+    if not rewrites.shrinking:
+        return rewrites
+    without = _found(mod, extraction, share_pointers, shrinking=False)
+    timed = planned or extraction
+    with_bytes, without_bytes = (
+        library.solve(found.problem(timed), "best-fit").height for found in (rewrites, without)
+    )
+    if with_bytes <= without_bytes:
+        return rewrites
+    without.skipped.append({
+        "rewrite": f"{rewrites.shrinking} in-place writes of a result smaller than its input",
+        "reason": f"the input's bytes would stay held while the result lives: best-fit "
+        f"planned {with_bytes:,} B with them, {without_bytes:,} B without",
+    })
+    return without
+
+
+def _found(
+    mod: tvm.IRModule, extraction: Extraction, share_pointers: bool, *, shrinking: bool
+) -> Rewrites:
+    rewrites, conflict = _find_rewrites(mod, extraction, True, share_pointers, shrinking)
     if conflict:
-        rewrites, conflict = _find_rewrites(mod, extraction, False, share_pointers)
+        rewrites, conflict = _find_rewrites(mod, extraction, False, share_pointers, shrinking)
         rewrites.skipped.append(
             {"rewrite": "concat elision on the GPU", "reason": conflict}
         )
@@ -491,7 +524,8 @@ def find_rewrites(
 
 
 def _find_rewrites(
-    mod: tvm.IRModule, extraction: Extraction, gpu_concats: bool, share_pointers: bool
+    mod: tvm.IRModule, extraction: Extraction, gpu_concats: bool, share_pointers: bool,
+    shrinking: bool = True,
 ) -> tuple[Rewrites, str]:
     func = mod[extraction.function]
     bindings = bindings_of(func)
@@ -671,6 +705,7 @@ def _find_rewrites(
                     or source_tensor.upper - 1 != index
                     # a smaller result may start where its input starts
                     or source_tensor.size < target_tensor.size
+                    or (not shrinking and source_tensor.size > target_tensor.size)
                     or rewrites.find(source)[0] == rewrites.find(target)[0]
                 ):
                     continue
@@ -682,6 +717,7 @@ def _find_rewrites(
                     continue
                 if rewrites.merge(target, source, 0):
                     rewrites.inplace.append((name, source, target))
+                    rewrites.shrinking += source_tensor.size > target_tensor.size
                     overwritten.add(source)
                     break
                 found, reason = proof(index, i, j, 0)

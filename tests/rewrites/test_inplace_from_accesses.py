@@ -97,3 +97,34 @@ def test_torchvision_resnet18_computes_the_stock_outputs_with_every_rewrite():
     rewritten = reports["best-fit+rewrites"]
     assert rewritten.outputs_match is True, rewritten.error
     assert rewritten.rewrites["inplace"]
+
+
+@T.prim_func(private=True, s_tir=True)
+def _requantise(a: T.Buffer((16,), "int32"), out: T.Buffer((16,), "int8")):
+    acc = T.sblock_alloc_buffer((16,), "int32")
+    spare = T.sblock_alloc_buffer((16,), "int32")
+    for i in range(16):
+        with T.sblock("accumulate"):
+            vi = T.axis.remap("S", [i])
+            acc[vi] = a[vi] * 3
+    for i in range(16):
+        with T.sblock("spare"):
+            vi = T.axis.remap("S", [i])
+            spare[vi] = a[vi]
+    for i in range(16):
+        with T.sblock("shift"):
+            vi = T.axis.remap("S", [i])
+            out[vi] = T.Cast("int8", ((acc[vi] >> 15) & 127) | ((acc[vi] << 1) ^ 3))
+
+
+def test_a_block_of_shifts_and_bitwise_operators_touches_only_what_it_reads_and_writes():
+    from planner.tvm.kernel_accesses import block_touches
+    from planner.tvm.kernel_temps import _root_block, kernel_blocks
+
+    accumulate, _, shift = kernel_blocks(_requantise)
+    acc, spare = _root_block(_requantise).alloc_buffers
+
+    # Before TVM 0.27's RShift and bitwise nodes were known, a block of them "touched"
+    # everything, and every kernel temporary of an int8 network lived to its kernel's end.
+    assert block_touches(shift, acc) and block_touches(accumulate, acc)
+    assert not block_touches(shift, spare)

@@ -121,7 +121,7 @@ def _lift(lowered: tvm.IRModule, entry: str):
 def _plan_with_rewrites(module, extraction, by_binding, base: str, seed: int):
     """The rewrites' merged plan where it is smaller than the plain one, as compile does."""
     problem = extraction.problem()
-    rewrites = find_rewrites(module, by_binding)
+    rewrites = find_rewrites(module, by_binding, planned=extraction)
     merged = rewrites.problem(extraction)
     solution = library.solve(merged, base, seed=seed)
     plain = library.solve(problem, base, seed=seed)
