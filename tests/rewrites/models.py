@@ -207,3 +207,19 @@ class _TokenIds(nn.Module):
 
 def _token_ids(model, vocab: int, seq: int):
     return _TokenIds(model).eval(), (torch.randint(0, vocab, (1, seq)),)
+
+
+def mobilevit_block(image: int = 4, channels: int = 48, dim: int = 64, depth: int = 2,
+                    heads: int = 4):
+    """One of timm's MobileViT blocks (convolutions, unfolding into patches, a transformer,
+    folding back, fusion with the input): the smallest model on which +rewrites built wrong
+    outputs while a kernel outside the planned function's calls kept ``noalias``."""
+    from planner.tvm.zoo.timm_source import import_timm
+
+    import_timm()
+    from timm.models.mobilevit import MobileVitBlock
+
+    torch.manual_seed(0)
+    block = MobileVitBlock(channels, channels, transformer_dim=dim, transformer_depth=depth,
+                           patch_size=2, num_heads=heads)
+    return block.eval(), (torch.randn(1, channels, image, image),)
