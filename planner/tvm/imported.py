@@ -51,6 +51,11 @@ FIXED_FILE = "fixed.npz"
 PLANS_FILE = "plans.json"
 #: The framework's outputs by draw (see :func:`run_reference`).
 REFERENCE_FILE = "reference.npz"
+#: Float types numpy lacks (ml_dtypes'), handed over as float32 with their name beside.
+NARROW_FLOATS = frozenset({
+    "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+})
 #: Every file the repository's process may hand over, and nothing else.
 FILES = (MODULE_FILE, UNBOUND_FILE, NETWORK_FILE, FIXED_FILE, PLANS_FILE, REFERENCE_FILE)
 
@@ -138,10 +143,18 @@ def save_imported(
         if reference.missing or not reference.outputs:
             meta["reference"]["missing"] = (reference.missing or "no outputs")[:500]
         else:
-            np.savez(folder / REFERENCE_FILE, **{
+            members = {
                 f"{key}.{index}": value
                 for key, values in reference.outputs.items()
                 for index, value in enumerate(values)
+            }
+            # npz holds numpy's own types only: bfloat16 and float8 outputs travel as
+            # float32 (exactly), their type named beside them.
+            narrow = {m: v.dtype.name for m, v in members.items() if v.dtype.name in NARROW_FLOATS}
+            if narrow:
+                meta["reference"]["dtypes"] = narrow
+            np.savez(folder / REFERENCE_FILE, **{
+                m: v.astype(np.float32) if m in narrow else v for m, v in members.items()
             })
     (folder / NETWORK_FILE).write_text(json.dumps(meta))
     if source.fixed_inputs:
@@ -328,6 +341,16 @@ def _framework(path: Path, meta: Any):
             raise ImportedError(f"{REFERENCE_FILE}: the outputs of draw {key} are not numbered "
                                 f"0..{len(values) - 1}")
         outputs[key] = [values[i] for i in range(len(values))]
+    for member, name in _narrow_dtypes(meta.get("dtypes", {})).items():
+        found = _REFERENCE_MEMBER.match(member)
+        values = outputs.get(found[1], []) if found else []
+        index = int(found[2]) if found else -1
+        if not 0 <= index < len(values) or values[index].dtype != np.float32:
+            raise ImportedError(f"{REFERENCE_FILE}: {member[:80]!r} is named {name} but "
+                                "is no float32 output handed over")
+        import ml_dtypes
+
+        values[index] = values[index].astype(getattr(ml_dtypes, name))
 
     def run(draw: list[np.ndarray]) -> list[np.ndarray]:
         key = draw_key(draw)
@@ -336,6 +359,16 @@ def _framework(path: Path, meta: Any):
         return [value.copy() for value in outputs[key]]
 
     return Framework(named, run)
+
+
+def _narrow_dtypes(value) -> dict[str, str]:
+    """The reference's ``dtypes`` (member -> one of :data:`NARROW_FLOATS`), checked."""
+    if not isinstance(value, dict) or len(value) > 10_000 or not all(
+        isinstance(k, str) and isinstance(v, str) and v in NARROW_FLOATS
+        for k, v in value.items()
+    ):
+        raise ImportedError("reference dtypes must map outputs to bfloat16 or float8 names")
+    return value
 
 
 def _plans(path: Path) -> dict[str, dict]:

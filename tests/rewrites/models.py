@@ -223,3 +223,18 @@ def mobilevit_block(image: int = 4, channels: int = 48, dim: int = 64, depth: in
     block = MobileVitBlock(channels, channels, transformer_dim=dim, transformer_depth=depth,
                            patch_size=2, num_heads=heads)
     return block.eval(), (torch.randn(1, channels, image, image),)
+
+
+def bfloat16_block(width: int = 16, scale: float = 1.0):
+    """Float32 in, bfloat16 arithmetic and output: an output dtype numpy lacks. ``scale``
+    multiplies PyTorch's eager result only, never what torch.export traces, so a test can
+    make the reference disagree with TVM's build."""
+
+    class Block(nn.Module):
+        def forward(self, x):
+            y = x.to(torch.bfloat16)
+            out = torch.relu(y * y + y)
+            return out if torch.compiler.is_compiling() else out * scale
+
+    torch.manual_seed(0)
+    return Block().eval(), (torch.randn(2, width),)

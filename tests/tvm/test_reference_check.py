@@ -54,3 +54,38 @@ def test_a_small_decoder_records_how_far_tvm_is_from_pytorch():
         assert report.ok, report.error
         assert report.reference_check == "PyTorch"
         assert 0 <= report.reference_max_abs_diff < 1e-4
+
+
+def test_bfloat16_outputs_compare_in_a_wider_type_to_one_rounding_step():
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    want = np.array([1.0, 2.0, -3.0], dtype=bf16)
+    one_step = np.array([1.0078125, 2.0, -3.0], dtype=bf16)  # the next bfloat16 above 1
+    off = np.array([1.1, 2.0, -3.0], dtype=bf16)
+
+    assert execute.compare_outputs([want], [one_step], rtol=1e-3, atol=1e-4)[0] is True
+    match, worst = execute.compare_outputs([want], [off], rtol=1e-3, atol=1e-4)
+    assert match is False and worst == pytest.approx(0.1015625)  # 1.1 is 1.1015625 there
+
+
+def test_a_bfloat16_model_is_checked_against_pytorch():
+    # numpy has no bfloat16: PyTorch's outputs were refused ("unsupported ScalarType"), and
+    # such a model was never checked at all.
+    (report,) = compile_model(
+        ModelSource(f"{MODELS}:bfloat16_block", {}), [STOCK], repeat=0, memory_configs=(),
+    )
+
+    assert report.reference_check == "PyTorch", report.reference_check
+    assert report.reference_max_abs_diff is not None and report.outputs_match is True
+
+
+def test_a_bfloat16_model_that_disagrees_with_pytorch_fails_saying_by_how_much():
+    (report,) = compile_model(
+        ModelSource(f"{MODELS}:bfloat16_block", {"scale": 1.5}), [STOCK], repeat=0,
+        memory_configs=(),
+    )
+
+    assert (report.error or "").startswith(
+        "check failed: TVM's build of this model differs from PyTorch by"
+    ), report.error

@@ -114,3 +114,26 @@ def test_the_handed_over_module_loads_whichever_tvm_wrote_it(network, tmp_path, 
     loaded = load_imported(tmp_path, name="small-cnn").network
 
     assert tvm_ffi.structural_equal(loaded.mod, network.mod)
+
+
+def test_bfloat16_outputs_travel_as_float32_and_come_back_as_bfloat16(network, tmp_path):
+    import ml_dtypes
+
+    value = np.array([[1.0078125, -2.5, 3.0]], dtype=ml_dtypes.bfloat16)
+    draws = check_draws(network, 0)
+    save_imported(network, tmp_path,
+                  reference=run_reference(Framework("PyTorch", lambda draw: [value]), draws))
+
+    framework = load_imported(tmp_path, name="small-cnn").network.framework
+    (back,) = framework.run(list(draws[0]))
+    assert back.dtype == ml_dtypes.bfloat16
+    assert np.array_equal(back.astype(np.float32), value.astype(np.float32))
+
+    # What names the type is the sandbox's word too: only known narrow floats, only for
+    # float32 members that are there.
+    meta = json.loads((tmp_path / NETWORK_FILE).read_text())
+    for bad in ({"x.0": "object"}, {"nowhere.9": "bfloat16"}, ["bfloat16"]):
+        meta["reference"]["dtypes"] = bad
+        (tmp_path / NETWORK_FILE).write_text(json.dumps(meta))
+        with pytest.raises(ImportedError, match="dtypes|bfloat16"):
+            load_imported(tmp_path, name="small-cnn")

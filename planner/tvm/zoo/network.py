@@ -38,10 +38,28 @@ def torch_framework(module) -> Framework:
 
         with torch.no_grad():
             out = module(*(torch.from_numpy(np.ascontiguousarray(x)) for x in inputs))
-        return [leaf.detach().numpy() for leaf in tree_leaves(out)
-                if isinstance(leaf, torch.Tensor)]
+        return [_numpy(leaf) for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)]
 
     return Framework("PyTorch", run)
+
+
+def _numpy(tensor) -> np.ndarray:
+    """``tensor`` as numpy holds it. numpy has no bfloat16 or float8 types, so torch
+    refuses those; they go through float32 (which holds each of their values exactly) into
+    ml_dtypes' type of the same name, the type TVM's build returns them in, so the check
+    compares the values rather than not at all."""
+    import torch
+
+    tensor = tensor.detach()
+    if not tensor.is_floating_point() or tensor.dtype in (
+        torch.float16, torch.float32, torch.float64
+    ):
+        return tensor.numpy()
+    values = tensor.float().numpy()
+    import ml_dtypes  # TVM's own requirement
+
+    name = str(tensor.dtype).removeprefix("torch.")
+    return values.astype(getattr(ml_dtypes, name)) if hasattr(ml_dtypes, name) else values
 
 
 @dataclass
