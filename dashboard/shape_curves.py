@@ -249,6 +249,9 @@ def formulas(rows: list[_Row], points: list[str]) -> list[dict]:
         if not formula or not formula.get("expression"):
             continue
         checked = formula.get("checked") or {}
+        # A point whose own compile failed is no evidence either way: left out, and named.
+        left_out = [label for label in points if (checked.get(label) or {}).get("point_failed")]
+        points = [label for label in points if label not in left_out]
         held = [
             label for label in points
             if (checked.get(label) or {}).get("valid_plan")
@@ -262,7 +265,8 @@ def formulas(rows: list[_Row], points: list[str]) -> list[dict]:
             "ties": formula.get("ties") or {},
             "points_checked": len(held),
             "points": len(points),
-            "checked_everywhere": len(held) == len(points),
+            "checked_everywhere": bool(points) and len(held) == len(points),
+            "left_out": left_out,
         })
     return found
 

@@ -230,14 +230,36 @@ def format_shape_notes(reports) -> str:
             why = formula.get("missing") or "the compile gave none"
             lines.append(f"{r.strategy}: no peak formula: {why}")
             continue
-        held = all(c.get("valid_plan") for c in formula.get("checked", {}).values())
-        ties = "".join(f", {s} = {t}" for s, t in formula.get("ties", {}).items())
-        lines.append(
-            f"{r.strategy}: intermediates = {formula['expression']} for "
-            + ", ".join(f"{s} in [{lo}, {hi}]" for s, (lo, hi) in formula["range"].items())
-            + f"{ties}; plan valid at every point: {'yes' if held else 'NO'}"
-        )
+        lines += formula_lines(r.strategy, formula)
     return "\n".join(lines)
+
+
+def formula_lines(strategy: str, formula: dict) -> list[str]:
+    """A peak formula as the command prints it: over the points that compiled, whether its
+    one plan held at each, and where it is above a point's own plan, by how much and why."""
+    checked = {
+        point: check for point, check in formula.get("checked", {}).items()
+        if not check.get("point_failed")
+    }
+    held = bool(checked) and all(c.get("valid_plan") for c in checked.values())
+    ties = "".join(f", {s} = {t}" for s, t in formula.get("ties", {}).items())
+    lines = [
+        f"{strategy}: intermediates = {formula['expression']} for "
+        + ", ".join(f"{s} in [{lo}, {hi}]" for s, (lo, hi) in formula["range"].items())
+        + f"{ties}; plan valid at every point compiled: {'yes' if held else 'NO'}"
+    ]
+    if formula.get("left_out"):
+        lines.append(f"  left out, their own compile failed: {', '.join(formula['left_out'])}")
+    for point, check in checked.items():
+        value, planned = check.get("formula"), check.get("planned")
+        if value is not None and planned is not None and value > planned:
+            lines.append(
+                f"  at {point} the formula gives {value:,} B, {value - planned:,} B above the "
+                f"point's own plan ({planned:,} B): one placement serves the whole range, "
+                "planned at the bound on the symbolic module, where the point's own compile "
+                "plans a module specialised to its shape"
+            )
+    return lines
 
 
 def format_table(reports) -> str:

@@ -381,6 +381,8 @@ def peak_formula(
         mine = report.intermediate_bytes if report else None
         checked[label(point)] = {
             "formula": value,
+            # The point's own compile failed: the formula says nothing of it.
+            "point_failed": report is None,
             # The point's own compile: the module specialised to the point, whose problem
             # may differ from the symbolic module's at the same values (fused or folded
             # otherwise), so its bound is not the formula plan's bound.
@@ -391,6 +393,12 @@ def peak_formula(
             "formula_at_least_planned": None if mine is None else value >= mine,
         }
     ties = {s: leader for leader, group in groups.items() for s in group[1:]}
+    # Stated over the points whose own compile succeeded: a failed point is no evidence.
+    held = [values for values in checks[:-1] if label(full(values)) in own]
+    left_out = [label(full(values)) for values in checks[:-1] if label(full(values)) not in own]
+    if not held:
+        raise FormulaError("no point of the axis compiled: the formula would rest on none")
+    span = {s: [min(v[s] for v in held), max(v[s] for v in held)] for s in free}
     return {
         "of": "intermediate_bytes",
         "expression": plan.expression(),
@@ -398,7 +406,8 @@ def peak_formula(
         "symbols": free,
         "ties": ties,
         "strategy": base,
-        "range": {s: [minimum[s], bound[s]] for s in free},
+        "range": span,
+        "left_out": left_out,
         # Sizes are fitted where each symbol is a multiple of its step, as every point is.
         "multiple_of": steps,
         "at_bound": plan.peak_at(bound),

@@ -106,3 +106,24 @@ def test_the_api_costs_the_same_queries_however_many_commits(
         record_shape_history(shape_runs[0].repository, first=first)
     with django_assert_num_queries(3):
         assert len(shapes_of(client, pool, commits=12)["commits"]) == 12
+
+
+def test_a_point_whose_own_compile_failed_is_left_out_and_named():
+    from types import SimpleNamespace
+
+    from dashboard.shape_curves import formulas
+
+    points = ["seq=4", "seq=8", "seq=16"]
+    formula = {
+        "expression": "512*seq", "range": {"seq": [4, 8]}, "left_out": ["seq=16"],
+        "checked": {
+            "seq=4": {"valid_plan": True, "point_failed": False},
+            "seq=8": {"valid_plan": True, "point_failed": False},
+            "seq=16": {"valid_plan": True, "point_failed": True},
+        },
+    }
+
+    (found,) = formulas([SimpleNamespace(strategy="best-fit", peak_formula=formula)], points)
+
+    assert (found["points_checked"], found["points"], found["left_out"]) == (2, 2, ["seq=16"])
+    assert found["checked_everywhere"] is True

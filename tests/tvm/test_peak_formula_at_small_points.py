@@ -52,3 +52,47 @@ def test_the_command_line_says_why_a_strategy_has_no_formula(reports):
     assert "tvm-stock: no peak formula: TVM's planner plans the symbolic build once" in notes
     stock = next(r for r in reports if r.strategy == "tvm-stock")
     assert "at the bound" in stock.peak_formula["missing"]
+
+
+def test_a_formula_is_stated_over_the_points_that_compiled_naming_those_left_out():
+    from pathlib import Path
+
+    from planner.shapes import parse_cli_dims
+    from planner.tvm.cli import formula_lines
+
+    models = Path(__file__).with_name("torch_models.py")
+    axis = parse_cli_dims(["seq=x:1"], parse_cli(["seq=4,8,16"]))
+    reports = compile_shapes(
+        ModelSource(f"{models}:wrong_at", {"at": 16}), ["best-fit"], axis, repeat=0,
+        memory_configs=(),
+    )
+
+    assert [r.ok for r in reports] == [True, True, False]
+    formula = reports[0].peak_formula
+    # seq=16 failed: the formula claims nothing there, and says it left it out.
+    assert formula["range"] == {"seq": [4, 8]}
+    assert formula["left_out"] == ["seq=16"]
+    assert formula["checked"]["seq=16"]["point_failed"] is True
+    assert formula["checked"]["seq=8"]["point_failed"] is False
+    lines = formula_lines("best-fit", formula)
+    assert lines[0].startswith(f"best-fit: intermediates = {formula['expression']} for seq in [4, 8]")
+    assert lines[0].endswith("plan valid at every point compiled: yes")
+    assert lines[1] == "  left out, their own compile failed: seq=16"
+
+
+def test_a_formula_above_a_points_own_plan_says_by_how_much_and_why():
+    from planner.tvm.cli import formula_lines
+
+    formula = {
+        "expression": "2048*seq", "range": {"seq": [16, 128]}, "left_out": [],
+        "checked": {
+            "seq=16": {"formula": 32_768, "planned": 32_768, "valid_plan": True},
+            "seq=128": {"formula": 2_327_552, "planned": 2_294_784, "valid_plan": True},
+        },
+    }
+
+    lines = formula_lines("best-fit", formula)
+
+    assert lines[1].startswith("  at seq=128 the formula gives 2,327,552 B, 32,768 B above "
+                               "the point's own plan (2,294,784 B): one placement serves")
+    assert len(lines) == 2

@@ -63,3 +63,24 @@ def embedding(vocabulary: int = 50, width: int = 16):
     """Token ids: integers whose only meaningful values are the table's rows."""
     torch.manual_seed(0)
     return _Embedding(vocabulary, width), (torch.zeros(1, 12, dtype=torch.int64),)
+
+
+class _WrongAt(nn.Module):
+    """Two layers over a sequence; PyTorch's own (eager) result is off at one length only,
+    which torch.export never traces: that point's check fails, the others pass."""
+
+    def __init__(self, width: int, wrong_at: int):
+        super().__init__()
+        self.first, self.second = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+        self.wrong_at = wrong_at
+
+    def forward(self, x):
+        out = self.second(torch.relu(self.first(x)))
+        if torch.compiler.is_compiling() or x.shape[1] != self.wrong_at:
+            return out
+        return out + 1
+
+
+def wrong_at(width: int = 8, seq: int = 16, at: int = 16):
+    torch.manual_seed(0)
+    return _WrongAt(width, at).eval(), (torch.randn(1, seq, width),)
