@@ -75,7 +75,8 @@ def test_a_formula_is_stated_over_the_points_that_compiled_naming_those_left_out
     assert formula["checked"]["seq=16"]["point_failed"] is True
     assert formula["checked"]["seq=8"]["point_failed"] is False
     lines = formula_lines("best-fit", formula)
-    assert lines[0].startswith(f"best-fit: intermediates = {formula['expression']} for seq in [4, 8]")
+    expression = formula["expression"]
+    assert lines[0].startswith(f"best-fit: intermediates = {expression} for seq in [4, 8]")
     assert lines[0].endswith("plan valid at every point compiled: yes")
     assert lines[1] == "  left out, their own compile failed: seq=16"
 
