@@ -60,3 +60,26 @@ def test_a_python_factory_is_built_for_the_axiss_bound(tmp_path):
     given = ModelSource("models.py:tiny", {"seq": 12})
     assert build_network(given, base_dir=tmp_path, axis=parse_cli(["seq=24"])).name == "seq12"
     assert build_network(source, base_dir=tmp_path, axis=parse_cli(["h=24"])).name == "seq4"
+
+
+def test_a_model_files_position_table_refuses_a_longer_point_before_compiling():
+    from pathlib import Path
+
+    from planner.shapes import parse_cli_dims
+    from planner.tvm.shape_axis import compile_shapes
+
+    models = Path(__file__).with_name("torch_models.py")
+    source = ModelSource(f"{models}:gpt2_table", {"positions": 16})
+    axis = parse_cli_dims(["seq=ids:1"], parse_cli(["seq=8,32"]))
+
+    # Past the table TVM's build reads other rows (or NaN) where PyTorch raises: refused,
+    # naming where the model says how long the table is.
+    with pytest.raises(ShapeError) as refused:
+        compile_shapes(source, ["best-fit"], axis, repeat=0, memory_configs=())
+    message = str(refused.value)
+    assert "point seq=32 is past the bound seq <= 16" in message
+    assert "GPT2Config.n_positions, the model's position table" in message
+
+    shorter = parse_cli_dims(["seq=ids:1"], parse_cli(["seq=8,16"]))
+    within = compile_shapes(source, ["best-fit"], shorter, repeat=0, memory_configs=())
+    assert all(r.ok for r in within), [r.error for r in within]

@@ -84,3 +84,26 @@ class _WrongAt(nn.Module):
 def wrong_at(width: int = 8, seq: int = 16, at: int = 16):
     torch.manual_seed(0)
     return _WrongAt(width, at).eval(), (torch.randn(1, seq, width),)
+
+
+def gpt2_table(positions: int = 16, seq: int = 8):
+    """A two-layer GPT-2 with a ``positions``-row position table (``n_positions``)."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=positions,
+                        use_cache=False)
+    return _Logits(GPT2LMHeadModel(config)).eval(), (torch.zeros(1, seq, dtype=torch.int64),)
+
+
+class _Logits(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        # With a mask: without one a decoder along a symbolic length does not fold yet.
+        return self.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits

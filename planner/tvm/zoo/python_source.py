@@ -195,7 +195,50 @@ def network_from_torch(
             network = from_imported(name, mod, entry="main")
     except ValueError as exc:
         raise PythonSourceError(f"{name}: {exc}") from exc
-    return replace(network, framework=torch_framework(module.eval()))
+    limits = dict(network.shape_limits)
+    for symbol, (rows, why) in _position_limits(module, places, example_inputs).items():
+        if symbol not in limits or rows < limits[symbol][0]:
+            limits[symbol] = (rows, why)
+    return replace(network, framework=torch_framework(module.eval()), shape_limits=limits)
+
+
+#: Where a configuration says how many positions its table has (decoders' token ids).
+POSITION_KEYS = ("n_positions", "max_position_embeddings", "max_target_positions")
+
+
+def _position_limits(module, places: dict, example_inputs) -> dict[str, tuple[int, str]]:
+    """The longest sequence of token ids the model has positions for, on each symbol that
+    is the sequence axis (dimension 1) of an integer input: past it, TVM's build reads past
+    the table (NaN, or another row's values) where PyTorch raises. Read from the model's
+    configuration (a transformers model's ``config``), else from an embedding named for
+    positions."""
+    import torch
+
+    symbols = {
+        symbol for (position, dim), symbol in places.items()
+        if dim == 1 and position < len(example_inputs)
+        and isinstance(example_inputs[position], torch.Tensor)
+        and not example_inputs[position].is_floating_point()
+    }
+    table = _position_table(module) if symbols else None
+    return {symbol: table for symbol in symbols} if table else {}
+
+
+def _position_table(module) -> tuple[int, str] | None:
+    import torch
+
+    for owner in (module, *module.modules()):
+        config = getattr(owner, "config", None)
+        for key in POSITION_KEYS:
+            value = getattr(config, key, None) if config is not None else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, f"{type(config).__name__}.{key}, the model's position table"
+    for name, sub in module.named_modules():
+        leaf = name.rsplit(".", 1)[-1].lower()
+        if isinstance(sub, torch.nn.Embedding) and ("pos" in leaf or "wpe" == leaf):
+            rows = sub.num_embeddings
+            return rows, f"{name}, a position embedding of {rows} rows"
+    return None
 
 
 def _forward_names(module) -> list[str]:

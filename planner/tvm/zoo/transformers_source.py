@@ -18,6 +18,7 @@ operator registrations fail beside our CPU torch (see
 
 from __future__ import annotations
 
+from planner.tvm.zoo import python_source
 from planner.tvm.zoo.network import Network, torch_framework
 from planner.tvm.zoo.python_source import export_to_relax
 from planner.tvm.zoo.torchvision_source import TorchvisionError, import_torchvision
@@ -82,7 +83,8 @@ def transformers_network(
 
 
 #: Configuration keys that give the rows of a model's position table, by architecture.
-POSITION_KEYS = ("n_positions", "max_position_embeddings")
+#: The configuration keys of a decoder's position table (shared with model files).
+POSITION_KEYS = python_source.POSITION_KEYS
 
 
 def position_limit(config) -> tuple[int, str]:
