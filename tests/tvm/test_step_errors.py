@@ -61,8 +61,16 @@ def test_a_data_dependent_branch_leads_with_its_line_and_torchs_advice(models, c
 
 
 def test_an_operator_tvm_cannot_import_is_named_as_the_import_step(models):
-    with pytest.raises(ModelSourceError, match=r"^import failed: .*Unsupported function types"):
+    with pytest.raises(ModelSourceError) as failed:
         build_network(ModelSource("models.py:determinant"), base_dir=models)
+
+    message = str(failed.value)
+    # The export succeeded: nothing says "cannot export" (it did, for DeepSeek-V2 and OLMoE).
+    assert message.startswith("import failed: torch.export exported it, TVM's importer did "
+                              "not take it: AssertionError: Unsupported function types")
+    assert "cannot export" not in message
+    assert message.endswith("write that part of the model with operators it has (the list "
+                            "above names them)")
 
 
 def test_a_fold_failure_is_a_report_naming_the_step(monkeypatch, capsys):

@@ -142,7 +142,15 @@ def export_to_relax(
             custom_convert_map=CONVERSIONS,
         )
     except Exception as exc:  # TVM's frontend lacks operators and shape rules
-        raise error(f"import failed: {failure}: {describe(exc)}") from exc
+        # The export succeeded: the words say so, not "cannot export".
+        message = "import failed: torch.export exported it, TVM's importer did not take it: "
+        message += describe(exc)
+        if "Unsupported function types" in str(exc):
+            message += (
+                "; TVM 0.27's importer has no conversion for these operators: write that "
+                "part of the model with operators it has (the list above names them)"
+            )
+        raise error(message) from exc
 
 
 def network_from_torch(
