@@ -36,6 +36,16 @@ def branchy():
 
 def determinant():
     return Determinant(), (torch.randn(4, 4),)
+
+
+class Tail(torch.nn.Module):
+    def forward(self, x):
+        return x[..., 1:] * 2.0
+
+
+def tail():
+    # Declared from 1, where the slice needs 3 at least: a constraint torch.export refuses.
+    return Tail(), (torch.randn(1, 8),), ({1: torch.export.Dim("seq", min=1, max=16)},)
 '''
 MLP = ModelSource("zoo:mlp", {"features": 4, "hidden": [8], "classes": 2})
 
@@ -58,6 +68,19 @@ def test_a_data_dependent_branch_leads_with_its_line_and_torchs_advice(models, c
     assert len(str(failed.value)) < 1000
     # torch's graph dump is cut, not printed ahead of the error.
     assert "def forward(" not in capfd.readouterr().err
+
+
+def test_a_violated_constraint_keeps_torchs_explanation_of_the_guard(models):
+    with pytest.raises(ModelSourceError) as failed:
+        build_network(ModelSource("models.py:tail"), base_dir=models)
+
+    lines = str(failed.value).splitlines()
+    assert lines[0].startswith("export failed: cannot export models.tail with torch.export: "
+                               "torch advises: Suggested fixes: seq = Dim('seq', min=3")
+    assert lines[1].startswith("UserError: Constraints violated (seq)!")
+    # Which guard failed, in torch's words: what was dropped before.
+    assert lines[-1].startswith("- Not all values of seq")
+    assert "satisfy the generated guard 3 <=" in lines[-1]
 
 
 def test_an_operator_tvm_cannot_import_is_named_as_the_import_step(models):

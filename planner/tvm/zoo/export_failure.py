@@ -74,6 +74,10 @@ def summarise(exc: BaseException, user_files: Sequence[Path] = ()) -> str:
     if advice:
         lines.append("torch advises: " + " ".join(advice))
     lines.append(f"{type(exc).__name__}: {' '.join(rest[:1]) or text.strip()[:200]}")
+    # torch's own explanation of the error, where it gives one as a list ("- Not all values
+    # of seq ... satisfy the generated guard 3 <= ..."): which guard failed is what says
+    # what to change; the message as a whole is cut, these lines are not dropped.
+    lines += [line for line in rest[1:] if line.startswith("- ")]
     return cut("\n".join(lines))
 
 
