@@ -107,3 +107,39 @@ class _Logits(nn.Module):
     def forward(self, ids):
         # With a mask: without one a decoder along a symbolic length does not fold yet.
         return self.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+
+
+class _EmptyPieces(nn.Module):
+    """A split with pieces of width 0 in it, as Mamba2 splits its projection."""
+
+    def forward(self, x):
+        empty, left, nothing, right = torch.split(x, [0, 4, 0, 4], dim=-1)
+        return left * 2 + right, empty.sum() + nothing.sum()
+
+
+def empty_pieces():
+    return _EmptyPieces().eval(), (torch.randn(2, 8),)
+
+
+def mamba2(seq: int = 8):
+    """Mamba2 from a small configuration (no gated MLP: ``d_mlp`` is 0), random weights."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    from transformers import Mamba2Config, Mamba2ForCausalLM
+
+    torch.manual_seed(0)
+    config = Mamba2Config(
+        num_hidden_layers=1, hidden_size=32, state_size=8, num_heads=4, head_dim=16,
+        expand=2, n_groups=1, vocab_size=64, chunk_size=8,
+    )
+    return _CacheFree(Mamba2ForCausalLM(config)).eval(), (torch.zeros(1, seq, dtype=torch.int64),)
+
+
+class _CacheFree(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, use_cache=False).logits
