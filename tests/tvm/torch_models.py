@@ -100,13 +100,17 @@ def gpt2_table(positions: int = 16, seq: int = 8):
 
 
 class _Logits(nn.Module):
-    def __init__(self, model):
+    """A causal language model called as a deployment calls it: token ids in, logits out,
+    no cache; with an all-ones mask unless ``masked`` is False (without one a decoder along a
+    symbolic length does not fold yet)."""
+
+    def __init__(self, model, masked: bool = True):
         super().__init__()
-        self.model = model
+        self.model, self.masked = model, masked
 
     def forward(self, ids):
-        # With a mask: without one a decoder along a symbolic length does not fold yet.
-        return self.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        mask = {"attention_mask": torch.ones_like(ids)} if self.masked else {}
+        return self.model(input_ids=ids, use_cache=False, **mask).logits
 
 
 class _EmptyPieces(nn.Module):
@@ -133,13 +137,49 @@ def mamba2(seq: int = 8):
         num_hidden_layers=1, hidden_size=32, state_size=8, num_heads=4, head_dim=16,
         expand=2, n_groups=1, vocab_size=64, chunk_size=8,
     )
-    return _CacheFree(Mamba2ForCausalLM(config)).eval(), (torch.zeros(1, seq, dtype=torch.int64),)
+    return _Logits(Mamba2ForCausalLM(config), masked=False).eval(), (torch.zeros(1, seq, dtype=torch.int64),)
 
 
-class _CacheFree(nn.Module):
-    def __init__(self, model):
+class _ComplexRotary(nn.Module):
+    """A rotary embedding in complex arithmetic, as Llama's first release and DeepSeek-V2
+    write it: view_as_complex, polar, a complex product, view_as_real."""
+
+    def __init__(self, width: int, scale: float, reduce: bool):
         super().__init__()
-        self.model = model
+        self.register_buffer("inv_freq", 1.0 / 10000 ** (torch.arange(0, width, 2) / width))
+        self.scale, self.reduce = scale, reduce
 
-    def forward(self, ids):
-        return self.model(input_ids=ids, use_cache=False).logits
+    def forward(self, x):  # (batch, seq, heads, width)
+        seq = x.shape[1]
+        angles = torch.outer(torch.arange(seq, dtype=torch.float32), self.inv_freq)
+        turns = torch.polar(torch.ones_like(angles), angles) * self.scale
+        pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        rotated = pairs * turns.unsqueeze(1)
+        if self.reduce:
+            return rotated.sum(-1).real  # a complex sum: not converted
+        return torch.view_as_real(rotated).flatten(3)
+
+
+def complex_rotary(seq: int = 6, width: int = 8, scale: float = 0.5, reduce: bool = False):
+    torch.manual_seed(0)
+    return _ComplexRotary(width, scale, reduce).eval(), (torch.randn(1, seq, 2, width),)
+
+
+def deepseek_v2(seq: int = 8):
+    """DeepSeek-V2's attention (complex rotary, low-rank keys and values) in one dense layer,
+    random weights."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
+
+    torch.manual_seed(0)
+    config = DeepseekV2Config(
+        num_hidden_layers=1, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+        num_attention_heads=2, num_key_value_heads=2, vocab_size=64, q_lora_rank=None,
+        kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+        first_k_dense_replace=1, n_routed_experts=4, num_experts_per_tok=2,
+        max_position_embeddings=64,
+    )
+    model = _Logits(DeepseekV2ForCausalLM(config))
+    return model.eval(), (torch.zeros(1, seq, dtype=torch.int64),)

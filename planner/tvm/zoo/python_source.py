@@ -126,7 +126,7 @@ def export_to_relax(
 
     from planner.tvm.steps import describe
     from planner.tvm.zoo.export_failure import graph_dumps_held, summarise
-    from planner.tvm.zoo.torch_conversions import CONVERSIONS
+    from planner.tvm.zoo.torch_conversions import CONVERSIONS, complex_refusal
 
     try:
         with torch.no_grad(), graph_dumps_held():
@@ -135,6 +135,9 @@ def export_to_relax(
             )
     except Exception as exc:  # export fails in many ways on unsupported code
         raise error(f"export failed: {failure}: {summarise(exc, user_files)}") from exc
+    refused = complex_refusal(exported)
+    if refused:
+        raise error(f"import failed: torch.export exported it; {refused}")
     try:
         # Converted with torch's dtypes where the importer's differ (a cumsum over bool).
         return from_exported_program(

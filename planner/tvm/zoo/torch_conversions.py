@@ -77,3 +77,167 @@ CONVERSIONS: dict[str, Callable] = {
     **{f"{name}.default": _scan_in_torch_dtype(name) for name in ("cumsum", "cumprod")},
     "split_with_sizes.default": _split_with_empty_pieces,
 }
+
+
+# Complex tensors, as real arithmetic. Relax has no complex dtype; a complex tensor of shape
+# S is carried as a real one of shape S + [2] (real and imaginary parts last), which is what
+# view_as_real makes of it in torch too. The operators that make complex tensors
+# (view_as_complex, polar) and take them apart (view_as_real) convert to that form; the
+# others a rotary embedding applies to them (multiplication, unsqueeze, a change of
+# device) convert for it where an input is complex and as the importer converts them
+# otherwise. Anything else handed a complex tensor is refused by name before the import
+# (:func:`complex_refusal`), never converted as if the trailing pair were an axis of the
+# data.
+
+
+def _complex(node) -> bool:
+    value = getattr(node, "meta", {}).get("val")
+    return value is not None and hasattr(value, "is_complex") and value.is_complex()
+
+
+def _default(importer, name: str):
+    # The importer's own conversion of ``name``; ours replaced it in its map.
+    table = getattr(importer, "_peakwatch_defaults", None)
+    if table is None:
+        table = importer._peakwatch_defaults = importer.create_convert_map()
+    return table[name]
+
+
+def _parts(importer, value):
+    """(real, imaginary) of a complex tensor in its real form."""
+    from tvm import relax
+
+    bb = importer.block_builder
+    pair = bb.emit(relax.op.split(value, 2, axis=-1))
+    return tuple(
+        bb.emit(relax.op.squeeze(bb.emit(relax.TupleGetItem(pair, i)), axis=[-1]))
+        for i in (0, 1)
+    )
+
+
+def _pair(importer, real, imaginary):
+    from tvm import relax
+
+    bb = importer.block_builder
+    return bb.emit(relax.op.concat(
+        [bb.emit(relax.op.expand_dims(part, -1)) for part in (real, imaginary)], axis=-1
+    ))
+
+
+def _as_is(node, importer):
+    # view_as_complex of (..., 2) and view_as_real of a complex tensor: the real form is
+    # the same tensor.
+    return importer.env[node.args[0]]
+
+
+def _polar(node, importer):
+    from tvm import relax
+
+    bb = importer.block_builder
+    magnitude, angle = (importer.env[arg] for arg in node.args[:2])
+    return _pair(
+        importer,
+        bb.emit(relax.op.multiply(magnitude, bb.emit(relax.op.cos(angle)))),
+        bb.emit(relax.op.multiply(magnitude, bb.emit(relax.op.sin(angle)))),
+    )
+
+
+def _multiply(name: str) -> Callable:
+    def convert(node, importer):
+        from tvm import relax
+
+        left, right = node.args[:2]
+        if not (_complex(left) or _complex(right)):
+            return _default(importer, name)(node)
+        bb = importer.block_builder
+        if _complex(left) and _complex(right):
+            (ar, ai), (br, bi) = (_parts(importer, importer.env[x]) for x in (left, right))
+            real = bb.emit(relax.op.subtract(
+                bb.emit(relax.op.multiply(ar, br)), bb.emit(relax.op.multiply(ai, bi))
+            ))
+            imaginary = bb.emit(relax.op.add(
+                bb.emit(relax.op.multiply(ar, bi)), bb.emit(relax.op.multiply(ai, br))
+            ))
+            return _pair(importer, real, imaginary)
+        # A complex tensor times a real tensor or a number: both parts scale.
+        value, scale = (left, right) if _complex(left) else (right, left)
+        if hasattr(scale, "meta"):
+            factor = bb.emit(relax.op.expand_dims(importer.env[scale], -1))
+        else:
+            real_type = {"complex64": "float32", "complex128": "float64"}[
+                str(value.meta["val"].dtype).removeprefix("torch.")
+            ]
+            factor = relax.const(float(scale), real_type)
+        return bb.emit(relax.op.multiply(importer.env[value], factor))
+
+    return convert
+
+
+def _unsqueeze(node, importer):
+    from tvm import relax
+
+    if not _complex(node.args[0]):
+        return _default(importer, "unsqueeze.default")(node)
+    dim = node.args[1]
+    # Counted from the end, a dimension of the complex tensor sits one further from the
+    # end in its real form.
+    return importer.block_builder.emit(
+        relax.op.expand_dims(importer.env[node.args[0]], dim - 1 if dim < 0 else dim)
+    )
+
+
+#: Copies to a device (``.to(x.device)``), which change nothing of a complex tensor here.
+_MOVES = ("_to_copy.default", "to.dtype_layout", "to.dtype")
+
+
+def _passing(name: str) -> Callable:
+    """A conversion that changes nothing of a complex tensor's values (a copy to a device,
+    ``type_as`` to its own type); the importer's own otherwise."""
+
+    def convert(node, importer):
+        source = node.args[0]
+        if not _complex(source):
+            return _default(importer, name)(node)
+        value = getattr(node, "meta", {}).get("val")
+        if value is None or not value.is_complex() or value.dtype != source.meta["val"].dtype:
+            raise ValueError(f"{name} of a complex tensor into another type is not converted")
+        return importer.env[source]
+
+    return convert
+
+
+CONVERSIONS.update({
+    "view_as_complex.default": _as_is,
+    "view_as_real.default": _as_is,
+    "polar.default": _polar,
+    "mul.Tensor": _multiply("mul.Tensor"),
+    "unsqueeze.default": _unsqueeze,
+    **{name: _passing(name) for name in _MOVES},
+})
+
+
+#: What takes a complex tensor and is converted for it.
+_TAKES_COMPLEX = frozenset({
+    "view_as_real.default", "mul.Tensor", "unsqueeze.default", *_MOVES,
+    # Checks torch.export leaves in the graph; the importer drops them.
+    "_assert_tensor_metadata.default",
+})
+
+
+def complex_refusal(exported) -> str:
+    """Why ``exported`` (a torch ExportedProgram) cannot be converted with complex tensors
+    as real pairs: an operator handed a complex tensor that is not converted for one, or a
+    complex output; "" where nothing stands in the way."""
+    for node in exported.graph.nodes:
+        complex_inputs = [a for a in node.all_input_nodes if _complex(a)]
+        if not complex_inputs:
+            continue
+        if node.op == "output":
+            return "the model returns a complex tensor, which Relax has no type for"
+        name = getattr(node.target, "__name__", str(node.target))
+        if node.op != "call_function" or name not in _TAKES_COMPLEX:
+            return (
+                f"{name} is handed a complex tensor ({complex_inputs[0].name}); complex "
+                f"tensors convert as real pairs only through {', '.join(sorted(_TAKES_COMPLEX))}"
+            )
+    return ""
