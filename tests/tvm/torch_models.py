@@ -137,7 +137,8 @@ def mamba2(seq: int = 8):
         num_hidden_layers=1, hidden_size=32, state_size=8, num_heads=4, head_dim=16,
         expand=2, n_groups=1, vocab_size=64, chunk_size=8,
     )
-    return _Logits(Mamba2ForCausalLM(config), masked=False).eval(), (torch.zeros(1, seq, dtype=torch.int64),)
+    model = _Logits(Mamba2ForCausalLM(config), masked=False)
+    return model.eval(), (torch.zeros(1, seq, dtype=torch.int64),)
 
 
 class _ComplexRotary(nn.Module):
