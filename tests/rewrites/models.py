@@ -172,7 +172,7 @@ def llama(seq: int = 32, layers: int = 1, hidden: int = 32, vocab: int = 128):
 
 def falcon_multi_query(seq: int = 16, hidden: int = 32, vocab: int = 128):
     """Falcon-7B's attention layout (multi-query, the old decoder architecture), random
-    weights: TVM 0.27's build of it returns NaN where PyTorch does not."""
+    weights: TVM 0.27 returned NaN until negative indices were converted."""
     from planner.tvm.zoo.transformers_source import import_transformers
 
     import_transformers()
@@ -238,3 +238,27 @@ def bfloat16_block(width: int = 16, scale: float = 1.0):
 
     torch.manual_seed(0)
     return Block().eval(), (torch.randn(2, width),)
+
+
+def nan_in_build(width: int = 8):
+    """What torch.export traces adds a NaN that PyTorch's eager run does not: TVM's build of
+    it returns NaN where the reference is finite."""
+
+    class Poisoned(nn.Module):
+        def forward(self, x):
+            out = x * 2.0
+            return out + float("nan") if torch.compiler.is_compiling() else out
+
+    return Poisoned().eval(), (torch.randn(2, width),)
+
+
+def negative_indices(heads: int = 3):
+    """Falcon's multi-query pick: the last two heads by negative index lists."""
+
+    class Pick(nn.Module):
+        def forward(self, x):
+            return x[..., [-2], :] * 2.0 + x[..., [-1], :]
+
+    torch.manual_seed(0)
+    return Pick().eval(), (torch.randn(1, 4, heads, 8),)
+

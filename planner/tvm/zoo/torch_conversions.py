@@ -72,10 +72,47 @@ def _split_with_empty_pieces(node, importer):
     return importer.block_builder.emit(relax.Tuple(found))
 
 
+def _index_from_the_front(node, importer):
+    """``index.Tensor`` with negative indices counted from the end, as torch counts them.
+    TVM 0.27's importer hands them to ``take`` as they are, which reads another row or past
+    the tensor: Falcon's multi-query attention picks its key and value heads with
+    ``fused_qkv[..., [-2], :]`` and ``[..., [-1], :]``, and TVM's build of it returned NaN
+    or logits 0.885 off. Each integer index is normalised where the indexed dimension's
+    size is known, then converted as the importer converts it."""
+    import torch
+    from tvm import relax
+
+    source = getattr(node.args[0], "meta", {}).get("val")
+    saved = {}
+    bb = importer.block_builder
+    for axis, index in enumerate(node.args[1]):
+        value = getattr(index, "meta", {}).get("val") if index is not None else None
+        if (
+            value is None or source is None or axis >= source.dim()
+            or value.is_floating_point() or value.dtype == torch.bool
+            or not isinstance(source.shape[axis], int)
+        ):
+            continue
+        expr = importer.env[index]
+        dtype = str(value.dtype).removeprefix("torch.")
+        size = relax.const(source.shape[axis], dtype)
+        saved[index] = expr
+        importer.env[index] = bb.emit(relax.op.where(
+            bb.emit(relax.op.less(expr, relax.const(0, dtype))),
+            bb.emit(relax.op.add(expr, size)),
+            expr,
+        ))
+    try:
+        return _default(importer, "index.Tensor")(node)
+    finally:
+        importer.env.update(saved)
+
+
 #: ``custom_convert_map`` for ``from_exported_program``.
 CONVERSIONS: dict[str, Callable] = {
     **{f"{name}.default": _scan_in_torch_dtype(name) for name in ("cumsum", "cumprod")},
     "split_with_sizes.default": _split_with_empty_pieces,
+    "index.Tensor": _index_from_the_front,
 }
 
 
