@@ -824,9 +824,7 @@ class Alert(models.Model):
 
     def format_figure(self, value: float) -> str:
         """``value`` as this alert's kind is read: bytes or milliseconds."""
-        if self.kind == self.Kind.LATENCY:
-            return f"{value:,.3f} ms"
-        return f"{value:,.0f} B"
+        return f"{value:,.0f} B" if self.in_bytes else f"{value:,.3f} ms"
 
     @property
     def remeasured_note(self) -> str:

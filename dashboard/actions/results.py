@@ -141,13 +141,18 @@ def record_result(
 _MAX_BOARD_RAM = 1 << 48
 
 
-def _board_ram(report: StrategyReport) -> int | None:
-    """The board's own RAM figure, where it measured one: a whole number of bytes, or
-    nothing (the sandboxed job wrote it, so anything else is not taken as a figure)."""
-    ram = report.board.figures.get("ram_bytes") if report.board is not None else None
+def board_ram_from(figures: dict | None) -> int | None:
+    """The RAM figure among a board's ``figures`` (``details["board"]``), where it measured
+    one: a whole number of bytes, or nothing (the sandboxed job wrote it, so anything else is
+    not taken as a figure). Migration 0023 reads older Results' details with it too."""
+    ram = (figures or {}).get("ram_bytes")
     if isinstance(ram, int) and not isinstance(ram, bool) and 0 <= ram < _MAX_BOARD_RAM:
         return ram
     return None
+
+
+def _board_ram(report: StrategyReport) -> int | None:
+    return board_ram_from(report.board.figures if report.board is not None else None)
 
 
 def _store_result(

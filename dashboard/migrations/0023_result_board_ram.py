@@ -3,14 +3,11 @@ bytes; filled from what older micro Results kept in ``details["board"]``."""
 
 from django.db import migrations, models
 
-#: Above any board's RAM by far (as ``actions.results`` takes it from a job).
-MAX_BOARD_RAM = 1 << 48
-
-
 def fill_board_ram(apps, schema_editor):
     # Only the series that gain a figure are summarised again, and their models' trend
     # snapshots dropped: pages build a trend per request until `manage.py
     # summarise_series` (or the model's next result) stores it again.
+    from dashboard.actions.results import board_ram_from
     from dashboard.trends import series_points
 
     Result = apps.get_model("dashboard", "Result")
@@ -23,8 +20,8 @@ def fill_board_ram(apps, schema_editor):
         "shape_label",
     )
     for result in micro.iterator(chunk_size=500):
-        ram = ((result.details or {}).get("board") or {}).get("ram_bytes")
-        if not (isinstance(ram, int) and not isinstance(ram, bool) and 0 <= ram < MAX_BOARD_RAM):
+        ram = board_ram_from((result.details or {}).get("board"))
+        if ram is None:
             continue
         Result.objects.using(alias).filter(pk=result.pk).update(board_ram_bytes=ram)
         if result.status == "ok":

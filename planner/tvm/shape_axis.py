@@ -394,8 +394,8 @@ def peak_formula(
         }
     ties = {s: leader for leader, group in groups.items() for s in group[1:]}
     # Stated over the points whose own compile succeeded: a failed point is no evidence.
-    held = [values for values in checks[:-1] if label(full(values)) in own]
-    left_out = [label(full(values)) for values in checks[:-1] if label(full(values)) not in own]
+    held = [v for v in checks[:-1] if not checked[label(full(v))]["point_failed"]]
+    left_out = [point for point, check in checked.items() if check["point_failed"]]
     if not held:
         raise FormulaError("no point of the axis compiled: the formula would rest on none")
     span = {s: [min(v[s] for v in held), max(v[s] for v in held)] for s in free}

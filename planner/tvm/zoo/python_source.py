@@ -235,15 +235,23 @@ def _position_limits(module, places: dict, example_inputs) -> dict[str, tuple[in
     return {symbol: table for symbol in symbols} if table else {}
 
 
+def config_positions(config) -> tuple[int, str] | None:
+    """The rows of the position table a (transformers) ``config`` declares, and the key
+    that says so (``"GPT2Config.n_positions"``); None where it declares none."""
+    for key in POSITION_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, f"{type(config).__name__}.{key}"
+    return None
+
+
 def _position_table(module) -> tuple[int, str] | None:
     import torch
 
     for owner in (module, *module.modules()):
-        config = getattr(owner, "config", None)
-        for key in POSITION_KEYS:
-            value = getattr(config, key, None) if config is not None else None
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value, f"{type(config).__name__}.{key}, the model's position table"
+        found = config_positions(getattr(owner, "config", None))
+        if found:
+            return found[0], f"{found[1]}, the model's position table"
     for name, sub in module.named_modules():
         leaf = name.rsplit(".", 1)[-1].lower()
         if isinstance(sub, torch.nn.Embedding) and ("pos" in leaf or "wpe" == leaf):

@@ -35,6 +35,19 @@ def _scan_in_torch_dtype(name: str) -> Callable:
     return convert
 
 
+def _complex(node) -> bool:
+    value = getattr(node, "meta", {}).get("val")
+    return value is not None and hasattr(value, "is_complex") and value.is_complex()
+
+
+def _default(importer, name: str):
+    # The importer's own conversion of ``name``; ours replaced it in its map.
+    table = getattr(importer, "_peakwatch_defaults", None)
+    if table is None:
+        table = importer._peakwatch_defaults = importer.create_convert_map()
+    return table[name]
+
+
 def _split_with_empty_pieces(node, importer):
     """``split_with_sizes`` where some pieces are empty (Mamba2 splits its projection into
     ``[d_mlp, d_mlp, ...]`` with ``d_mlp = 0``): the importer's cut positions repeat there,
@@ -47,7 +60,7 @@ def _split_with_empty_pieces(node, importer):
     if not isinstance(sizes, list | tuple) or not any(size == 0 for size in sizes) or not all(
         isinstance(size, int) for size in sizes
     ):
-        return type(importer)._split(importer, node)
+        return _default(importer, "split_with_sizes.default")(node)
     data = importer.env[node.args[0]]
     dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
     source = getattr(node.args[0], "meta", {}).get("val")
@@ -125,19 +138,6 @@ CONVERSIONS: dict[str, Callable] = {
 # otherwise. Anything else handed a complex tensor is refused by name before the import
 # (:func:`complex_refusal`), never converted as if the trailing pair were an axis of the
 # data.
-
-
-def _complex(node) -> bool:
-    value = getattr(node, "meta", {}).get("val")
-    return value is not None and hasattr(value, "is_complex") and value.is_complex()
-
-
-def _default(importer, name: str):
-    # The importer's own conversion of ``name``; ours replaced it in its map.
-    table = getattr(importer, "_peakwatch_defaults", None)
-    if table is None:
-        table = importer._peakwatch_defaults = importer.create_convert_map()
-    return table[name]
 
 
 def _parts(importer, value):

@@ -82,19 +82,13 @@ def transformers_network(
     return network
 
 
-#: Configuration keys that give the rows of a model's position table, by architecture.
-#: The configuration keys of a decoder's position table (shared with model files).
-POSITION_KEYS = python_source.POSITION_KEYS
-
-
 def position_limit(config) -> tuple[int, str]:
     """The longest sequence a transformers ``config`` has positions for, and the key that
     says so: the model reads past its position table beyond it."""
-    for key in POSITION_KEYS:
-        value = getattr(config, key, None)
-        if isinstance(value, int) and value > 0:
-            return value, f"{type(config).__name__}.{key}"
-    raise TransformersError(f"{type(config).__name__} names no maximum sequence length")
+    found = python_source.config_positions(config)
+    if found is None:
+        raise TransformersError(f"{type(config).__name__} names no maximum sequence length")
+    return found
 
 
 def _check_parameters(name, seq, dynamic, layers, hidden, heads, vocab, batch) -> None:
