@@ -125,6 +125,9 @@ class StrategyReport:
     board: BoardFigures | None = None
     #: What went wrong without invalidating the build (a stock plan we could not read).
     warnings: list[str] = field(default_factory=list)
+    #: What the figures assume of the model beyond its export (a mixture of experts' routing
+    #: in fixed shapes); see planner.tvm.zoo.network.Network.assumptions.
+    assumptions: list[str] = field(default_factory=list)
     #: Figures that only the repository's own process measured (a repository planner's
     #: time), so pages can say so; every other figure is Peakwatch's own.
     reported_by_repository: list[str] = field(default_factory=list)
@@ -275,7 +278,7 @@ def parse_report(data: Any) -> StrategyReport:
     error = data.get("error")
     if error is not None and (not isinstance(error, str) or len(error) > MAX_TEXT):
         raise InvalidReport("error is not a text")
-    for name in ("warnings", "reported_by_repository"):
+    for name in ("warnings", "reported_by_repository", "assumptions"):
         values = data.get(name, [])
         if not isinstance(values, list) or not all(
             isinstance(v, str) and len(v) <= MAX_TEXT for v in values

@@ -73,6 +73,8 @@ def record_result(
         # Figures the repository's own process timed, and what was not taken from it.
         "reported_by_repository": report.reported_by_repository,
         "warnings": list(report.warnings),
+        # What the figures assume of the model (a mixture of experts routed in fixed shapes).
+        "assumptions": list(report.assumptions),
         # What TVM's stock build, the baseline of every comparison, was checked against.
         "reference_check": report.reference_check,
         "reference_max_abs_diff": _finite(report.reference_max_abs_diff),

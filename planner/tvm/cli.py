@@ -147,6 +147,8 @@ def handle(args: argparse.Namespace) -> int:
             points=axis.points if axis is not None else None, source=source.source,
         )
     sys.stdout.write(format_table(reports) + "\n")
+    for assumption in dict.fromkeys(a for r in reports for a in r.assumptions):
+        sys.stdout.write(f"assumes: {assumption}\n")
     if args.shape:
         sys.stdout.write(format_shape_notes(reports) + "\n")
     if args.json_out:

@@ -251,6 +251,7 @@ def _compile(
                 target=str(tgt),
                 environment=env,
                 model_source=source.source,
+                assumptions=list(network.assumptions),
             )
             t0 = time.perf_counter()
             try:

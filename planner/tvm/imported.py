@@ -61,6 +61,9 @@ FILES = (MODULE_FILE, UNBOUND_FILE, NETWORK_FILE, FIXED_FILE, PLANS_FILE, REFERE
 
 MAX_NAME = 200
 MAX_PLAN_BUFFERS = 1_000_000
+#: What a written network may say it assumes (see Network.assumptions): a few sentences.
+MAX_ASSUMPTIONS = 8
+MAX_ASSUMPTION = 1000
 #: What a handed-over framework's name is added to, so that every page says where it ran.
 HANDED_OVER = "run in the import sandbox"
 #: A member of ``reference.npz``: the draw's key (:func:`draw_key`), a dot, the output's index.
@@ -135,6 +138,7 @@ def save_imported(
         "entry": source.entry,
         "shape_bounds": source.shape_bounds,
         "shape_limits": {k: list(v) for k, v in source.shape_limits.items()},
+        "assumptions": list(source.assumptions),
         "input_ranges": {k: list(v) for k, v in source.input_ranges.items()},
         "data_inputs": source.data_inputs,
     }
@@ -211,6 +215,13 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
         ):
             raise ImportedError(f"shape_limits[{str(key)[:80]!r}] is not a limit of a symbol")
         limits[key] = (pair[0], pair[1][:MAX_NAME])
+    assumptions = meta.get("assumptions", [])
+    # Only ever words in a Result, but written where a repository's code ran: bounded.
+    if (
+        not isinstance(assumptions, list) or len(assumptions) > MAX_ASSUMPTIONS
+        or not all(isinstance(a, str) and len(a) <= MAX_ASSUMPTION for a in assumptions)
+    ):
+        raise ImportedError("assumptions is not a short list of texts")
     data_inputs = len(names)
     if unbound:
         data_inputs = meta.get("data_inputs")
@@ -221,6 +232,7 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
         name, mod, names, shapes, dtypes, entry=entry, fixed_inputs=fixed,
         shape_bounds=bounds, data_inputs=data_inputs, input_ranges=ranges,
         bound_weights_bytes=constant_bytes(func), shape_limits=limits,
+        assumptions=tuple(assumptions),
         framework=_framework(folder / REFERENCE_FILE, meta.get("reference")),
     )
     return Imported(network, _plans(folder / PLANS_FILE))

@@ -398,6 +398,20 @@ def test_it_shows_each_results_change_against_the_parent_commit(client, recorded
     assert 'data-delta="planned"><span class="muted">' in first
 
 
+def test_the_run_page_says_what_a_results_figures_assume(client, recorded_history):
+    run = add_commits(recorded_history, 1)[0]
+    said = "mixture of experts in fixed shapes: 2 blocks (of MixtralSparseMoeBlock)"
+    actions.record_result(
+        run, model="small-cnn", strategy="best-fit", board="cpu",
+        report=fake_report(90_000, 1.0, assumptions=[said]),
+    )
+
+    html = client.get(run.get_absolute_url()).content.decode()
+
+    assert html.count("data-assumption>") == 1
+    assert f"<li class=\"muted\" data-assumption>Assumes: {said}.</li>" in html
+
+
 def test_it_lists_artifact_sizes_and_a_zip_of_them(client, recorded_history, tmp_path):
     result = result_of(recorded_history[-1])
     attach(result, tmp_path, "plan.json", json.dumps(PLAN).encode())

@@ -184,3 +184,70 @@ def deepseek_v2(seq: int = 8):
     )
     model = _Logits(DeepseekV2ForCausalLM(config))
     return model.eval(), (torch.zeros(1, seq, dtype=torch.int64),)
+
+
+def mixtral(seq: int = 8):
+    """Mixtral's mixture of experts (4 experts, top-2) in two layers, random weights: its
+    block loops over the experts the router hit, which torch.export refuses."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(0)
+    config = MixtralConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+        num_experts_per_tok=2, max_position_embeddings=64,
+    )
+    return _Logits(MixtralForCausalLM(config)).eval(), (torch.randint(0, 64, (1, seq)),)
+
+
+def deepseek_v3_moe(seq: int = 8):
+    """DeepSeek-V3 with a routed layer (8 experts in 2 groups, top-2 of one group, a shared
+    expert) after a dense one: its router picks experts with an unsorted top-k and hands
+    them to a ``moe`` method that loops over the experts."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    torch.manual_seed(0)
+    config = DeepseekV3Config(
+        vocab_size=64, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+        num_hidden_layers=2, first_k_dense_replace=1, num_attention_heads=4,
+        num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
+        topk_group=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=8, max_position_embeddings=64,
+    )
+    model = DeepseekV3ForCausalLM(config)
+    # Zero (as initialised) the correction bias would leave the group choice to the weights
+    # alone; drawn, it moves the choice as a trained model's does.
+    for name, buffer in model.named_buffers():
+        if name.endswith("e_score_correction_bias"):
+            buffer.normal_()
+    return _Logits(model).eval(), (torch.randint(0, 64, (1, seq)),)
+
+
+class _SigmoidRouted(nn.Module):
+    """A block built like Mixtral's (gate, experts, top_k) that routes by a sigmoid, not a
+    softmax: its fixed-shape form would be another model."""
+
+    def __init__(self, width: int = 8, experts: int = 4):
+        super().__init__()
+        self.top_k = 2
+        self.gate = nn.Linear(width, experts, bias=False)
+        self.experts = nn.ModuleList(nn.Linear(width, width) for _ in range(experts))
+
+    def forward(self, x):
+        weights, chosen = torch.topk(torch.sigmoid(self.gate(x)), self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        for number in chosen.unique():
+            rows, slot = torch.where(chosen == number)
+            out[rows] += self.experts[number](x[rows]) * weights[rows, slot, None]
+        return out
+
+
+def sigmoid_routed(tokens: int = 6):
+    torch.manual_seed(0)
+    return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)

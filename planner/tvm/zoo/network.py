@@ -96,6 +96,9 @@ class Network:
     #: model reads beyond a table it was built with, and stock and plan read the same
     #: garbage, so a shape axis may not go there.
     shape_limits: dict[str, tuple[int, str]] = field(default_factory=dict)
+    #: What the plan assumes of the model beyond its export (how a mixture of experts
+    #: routes), said in every Result.
+    assumptions: tuple[str, ...] = ()
 
     def concrete_shape(self, shape: tuple[int | str, ...]) -> tuple[int, ...]:
         try:

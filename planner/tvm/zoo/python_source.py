@@ -116,25 +116,36 @@ def _import_file(path: Path):
 def export_to_relax(
     module: Any, example_inputs: tuple, error: type[ValueError], failure: str,
     dynamic_shapes: Any = None, user_files: tuple[Path, ...] = (),
+    assumptions: list[str] | None = None,
 ):
     """``module`` in eval mode, exported by ``torch.export`` on ``example_inputs`` and imported
     as a Relax module with its weights as parameters; ``error("{step} failed: {failure}:
     ...")`` if either step fails, an export failure with the failing line (and the line of
-    ``user_files`` that led there) and torch's advice first."""
+    ``user_files`` that led there) and torch's advice first.
+
+    Mixture-of-experts blocks are exported in fixed shapes (see
+    :mod:`planner.tvm.zoo.experts`); what that assumes is appended to ``assumptions``."""
     import torch
     from tvm.relax.frontend.torch import from_exported_program
 
     from planner.tvm.steps import describe
+    from planner.tvm.zoo.experts import ExpertsError, fixed_shape_experts
     from planner.tvm.zoo.export_failure import graph_dumps_held, summarise
     from planner.tvm.zoo.torch_conversions import CONVERSIONS, complex_refusal
 
+    module = module.eval()
     try:
-        with torch.no_grad(), graph_dumps_held():
-            exported = torch.export.export(
-                module.eval(), example_inputs, dynamic_shapes=dynamic_shapes
-            )
+        with (
+            torch.no_grad(), graph_dumps_held(),
+            fixed_shape_experts(module, example_inputs) as assumed,
+        ):
+            exported = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
+    except ExpertsError as exc:
+        raise error(f"export failed: {failure}: {exc}") from exc
     except Exception as exc:  # export fails in many ways on unsupported code
         raise error(f"export failed: {failure}: {summarise(exc, user_files)}") from exc
+    if assumptions is not None:
+        assumptions.extend(assumed)
     refused = complex_refusal(exported)
     if refused:
         raise error(f"import failed: torch.export exported it; {refused}")
@@ -195,9 +206,10 @@ def network_from_torch(
         dynamic_shapes, places = _dims_as_dynamic_shapes(module, example_inputs, axis, where)
     else:
         places = _declared_places(module, dynamic_shapes)
+    assumptions: list[str] = []
     mod = export_to_relax(
         module, example_inputs, PythonSourceError, f"cannot export {name} with torch.export",
-        dynamic_shapes=dynamic_shapes, user_files=user_files,
+        dynamic_shapes=dynamic_shapes, user_files=user_files, assumptions=assumptions,
     )
     try:
         if places or declared:
@@ -210,7 +222,10 @@ def network_from_torch(
     for symbol, (rows, why) in _position_limits(module, places, example_inputs).items():
         if symbol not in limits or rows < limits[symbol][0]:
             limits[symbol] = (rows, why)
-    return replace(network, framework=torch_framework(module.eval()), shape_limits=limits)
+    return replace(
+        network, framework=torch_framework(module.eval()), shape_limits=limits,
+        assumptions=tuple(assumptions),
+    )
 
 
 #: Where a configuration says how many positions its table has (decoders' token ids).

@@ -122,10 +122,28 @@ def _index_from_the_front(node, importer):
 
 
 #: ``custom_convert_map`` for ``from_exported_program``.
+def _top_k_in_any_order(node, importer):
+    """``topk(..., sorted=False)``, which the importer refuses (DeepSeek's routers choose
+    their experts so): torch promises no order then, so the sorted order is one torch may
+    return. A model whose outputs depend on that order differs from PyTorch, which the
+    output check reports."""
+    from tvm import relax
+
+    args = list(node.args) + [None] * (5 - len(node.args))
+    data = importer.env[node.args[0]]
+    k = args[1] if args[1] is not None else node.kwargs.get("k", 1)
+    dim = args[2] if args[2] is not None else node.kwargs.get("dim", -1)
+    largest = args[3] if args[3] is not None else node.kwargs.get("largest", True)
+    return importer.block_builder.emit(
+        relax.op.topk(data, k=k, axis=dim, largest=largest, ret_type="both", dtype="int64")
+    )
+
+
 CONVERSIONS: dict[str, Callable] = {
     **{f"{name}.default": _scan_in_torch_dtype(name) for name in ("cumsum", "cumprod")},
     "split_with_sizes.default": _split_with_empty_pieces,
     "index.Tensor": _index_from_the_front,
+    "topk.default": _top_k_in_any_order,
 }
 
 

@@ -171,9 +171,10 @@ def _export(name: str, module, example, bound: int | None, vocab: int) -> Networ
     if bound is not None:
         length = torch.export.Dim(SEQ, min=SHORTEST_DYNAMIC, max=bound)
         dynamic_shapes = ({1: length},)
+    assumptions: list[str] = []
     mod = export_to_relax(
         module, (example,), TransformersError, f"cannot export transformers:{name}",
-        dynamic_shapes=dynamic_shapes,
+        dynamic_shapes=dynamic_shapes, assumptions=assumptions,
     )
     mod, weights = relax.frontend.detach_params(mod)
     func = mod["main"]
@@ -215,4 +216,5 @@ def _export(name: str, module, example, bound: int | None, vocab: int) -> Networ
         # Token ids index the embedding table: any id at or above vocab reads past it.
         input_ranges={names[0]: (0, vocab)},
         framework=torch_framework(module),
+        assumptions=tuple(assumptions),
     )

@@ -1,0 +1,270 @@
+"""Mixture-of-experts blocks in the fixed-shape form a deployment compiles.
+
+transformers computes a mixture of experts by looping over the experts the router hit and
+gathering each one's tokens (``for expert_idx in expert_hit: torch.where(...)``): shapes
+that depend on the data, which ``torch.export`` refuses. A compiled deployment routes with
+fixed shapes instead. Here each such block is exported in that form: the router is the
+block's own (softmax and top-k, or the family's router module), and every expert runs on
+every token, weighted by the router's top-k weight for that token and by zero elsewhere.
+The outputs are the block's to rounding; the memory is one expert's activations for all
+tokens at a time (a grouped-GEMM deployment holds top-k rows per token instead), which
+:data:`ASSUMPTION` says in every Result of such a model.
+
+Two shapes of block are known, found by what a block holds rather than by its class, so
+that other families built the same way convert too:
+
+- a ``moe(hidden_states, topk_indices, topk_weights)`` method beside a router module
+  (DeepSeek-V2 and V3, dots1, GLM-4 MoE, LongCat): only that method is replaced;
+- a linear router (``gate`` or ``router``), ``experts`` and ``top_k``, the top-k taken over
+  a softmax in the block's own forward (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Jamba,
+  MiniMax), with an optional shared expert: the forward is replaced.
+
+Each replaced block is run on the input the model gave it, in PyTorch, before the export;
+a block whose fixed-shape form differs from it is refused with its name, so a family that
+routes otherwise fails in one line instead of planning a different model.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+#: Said in the Results of a model with converted blocks: what the plan assumes of routing.
+ASSUMPTION = (
+    "mixture of experts in fixed shapes: {blocks} (of {kinds}; {experts} experts, top-{top_k}) "
+    "computed as every expert on every token, weighted by the router's top-{top_k} weights and "
+    "zero elsewhere; the plan holds one expert's activations for all tokens at a time, where a "
+    "grouped-GEMM deployment holds top-{top_k} rows per token"
+)
+
+#: How far a converted block may be from the original, relative to its largest output.
+TOLERANCE = 1e-4
+
+
+class ExpertsError(ValueError):
+    """A block looks like a mixture of experts but its fixed-shape form is not the block."""
+
+
+@dataclass(frozen=True)
+class _Block:
+    name: str
+    module: object
+    attribute: str  # "moe" or "forward": what is replaced
+    normalise: bool | None  # None: the block does not say (tried both, against its output)
+
+
+def _experts(module) -> list | None:
+    import torch
+
+    experts = getattr(module, "experts", None)
+    if isinstance(experts, torch.nn.ModuleList) and len(experts) > 1:
+        return list(experts)
+    return None
+
+
+def _router(module):
+    import torch
+
+    for name in ("gate", "router"):
+        router = getattr(module, name, None)
+        if isinstance(router, torch.nn.Linear):
+            return router
+    return None
+
+
+def _top_k(module) -> int | None:
+    for name in ("top_k", "num_experts_per_tok"):
+        value = getattr(module, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _shared(module):
+    for name in ("shared_expert", "shared_experts", "shared_mlp"):
+        shared = getattr(module, name, None)
+        if shared is not None:
+            return shared, getattr(module, "shared_expert_gate", None)
+    return None, None
+
+
+def find_blocks(model) -> list[_Block]:
+    """The mixture-of-experts blocks of ``model`` this module can convert."""
+    blocks = []
+    for name, module in model.named_modules():
+        experts = _experts(module)
+        if experts is None:
+            continue
+        if callable(getattr(type(module), "moe", None)):
+            blocks.append(_Block(name, module, "moe", None))
+        elif _router(module) is not None and _top_k(module) is not None:
+            normalise = getattr(module, "norm_topk_prob", None)
+            blocks.append(_Block(name, module, "forward", normalise))
+    return blocks
+
+
+def _weighted_sum(experts, hidden, indices, weights):
+    """Every expert on every row of ``hidden``, weighted by its share of the row's top-k."""
+    out = None
+    for number, expert in enumerate(experts):
+        share = (weights * (indices == number).to(weights.dtype)).sum(dim=-1, keepdim=True)
+        term = expert(hidden) * share
+        out = term if out is None else out + term
+    return out
+
+
+def _fixed_moe(self, hidden_states, topk_indices, topk_weights):
+    routed = _weighted_sum(self.experts, hidden_states, topk_indices, topk_weights)
+    return routed.to(hidden_states.dtype)
+
+
+def _fixed_forward(normalise: bool, returns_logits: bool):
+    def forward(self, hidden_states, *args, **kwargs):
+        import torch
+
+        shape = hidden_states.shape
+        flat = hidden_states.reshape(-1, shape[-1])
+        logits = _router(self)(flat)
+        weights = torch.softmax(logits, dim=-1, dtype=torch.float32)
+        weights, indices = torch.topk(weights, _top_k(self), dim=-1)
+        if normalise:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = _weighted_sum(self.experts, flat, indices, weights.to(flat.dtype))
+        shared, gate = _shared(self)
+        if shared is not None:
+            common = shared(flat)
+            if gate is not None:
+                common = torch.sigmoid(gate(flat)) * common
+            out = out + common
+        out = out.reshape(shape)
+        return (out, logits) if returns_logits else out
+
+    return forward
+
+
+def _first_tensor(value):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, tuple | list) and value and isinstance(value[0], torch.Tensor):
+        return value[0]
+    return None
+
+
+def _difference(got, want) -> float:
+    got, want = _first_tensor(got), _first_tensor(want)
+    if got is None or want is None or got.shape != want.shape:
+        return float("inf")
+    scale = max(float(want.abs().max()), 1e-6)
+    return float((got.float() - want.float()).abs().max()) / scale
+
+
+def _seen_calls(model, blocks: list[_Block], example_inputs) -> dict[str, tuple]:
+    """Each block's first call (arguments and output) in one eager run of ``model``."""
+    import torch
+
+    seen: dict[str, tuple] = {}
+    handles = []
+    for block in blocks:
+        def hook(module, args, kwargs, output, name=block.name):
+            seen.setdefault(name, (args, kwargs, output))
+
+        handles.append(block.module.register_forward_hook(hook, with_kwargs=True))
+    try:
+        with torch.no_grad():
+            model(*example_inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen
+
+
+def _replacement(block: _Block, call: tuple | None):
+    """The bound method that replaces ``block``'s own, checked on ``call`` where it ran."""
+    import torch
+
+    if block.attribute == "moe":
+        method = types.MethodType(_fixed_moe, block.module)
+        if call is None:
+            return method
+        # The router's own output is what moe receives: checked through the whole block.
+        args, kwargs, want = call
+        original = block.module.moe
+        block.module.moe = method
+        try:
+            with torch.no_grad():
+                got = block.module(*args, **kwargs)
+        finally:
+            block.module.moe = original
+        _refuse_if_unlike(block, _difference(got, want))
+        return method
+    args, kwargs, want = call if call is not None else ((), {}, None)
+    returns_logits = isinstance(want, tuple) and len(want) == 2
+    choices = [block.normalise] if block.normalise is not None else [True, False]
+    if call is None:
+        return types.MethodType(_fixed_forward(bool(choices[0]), returns_logits), block.module)
+    best = float("inf")
+    for normalise in choices:
+        method = types.MethodType(_fixed_forward(bool(normalise), returns_logits), block.module)
+        with torch.no_grad():
+            difference = _difference(method(*args, **kwargs), want)
+        if difference <= TOLERANCE:
+            return method
+        best = min(best, difference)
+    _refuse_if_unlike(block, best)
+    return None
+
+
+def _refuse_if_unlike(block: _Block, difference: float) -> None:
+    if difference > TOLERANCE:
+        raise ExpertsError(
+            f"the mixture of experts {type(block.module).__name__} at "
+            f"{block.name or 'the top of the model'} has no fixed-shape form here: computed "
+            "with its router's top-k over every expert it differs from the block by "
+            f"{difference:.3g} of its largest output, so its routing is not a softmax top-k "
+            "(or its own moe method's); write the block with "
+            "fixed shapes (every expert on every token, weighted by the router) in the model "
+            "file"
+        )
+
+
+def _describe(blocks: list[_Block]) -> str:
+    kinds = sorted({type(b.module).__name__ for b in blocks})
+    sizes = sorted({len(_experts(b.module)) for b in blocks})
+    tops = sorted({_top_k(b.module) or _top_k(getattr(b.module, "gate", None)) or 0
+                   for b in blocks})
+    count = f"{len(blocks)} block" + ("s" if len(blocks) != 1 else "")
+    return ASSUMPTION.format(
+        blocks=count, kinds=", ".join(kinds), experts="/".join(map(str, sizes)),
+        top_k="/".join(str(t) for t in tops if t) or "k",
+    )
+
+
+@contextmanager
+def fixed_shape_experts(model, example_inputs: tuple) -> Iterator[list[str]]:
+    """Within it, ``model``'s mixture-of-experts blocks compute in fixed shapes (each
+    checked against the block on ``example_inputs``); yields the assumptions to report,
+    none where the model has no such block. The model is as before on leaving."""
+    blocks = find_blocks(model)
+    if not blocks:
+        yield []
+        return
+    calls = _seen_calls(model, blocks, example_inputs)
+    replaced = []
+    try:
+        for block in blocks:
+            method = _replacement(block, calls.get(block.name))
+            # An instance attribute shadows the class's method for this module alone.
+            had = block.attribute in vars(block.module)
+            replaced.append((block, had, vars(block.module).get(block.attribute)))
+            setattr(block.module, block.attribute, method)
+        yield [_describe(blocks)]
+    finally:
+        for block, had, before in replaced:
+            if had:
+                setattr(block.module, block.attribute, before)
+            else:
+                delattr(block.module, block.attribute)
