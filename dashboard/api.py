@@ -139,7 +139,8 @@ class ResultSerializer(serializers.ModelSerializer):
         "and inside planned_bytes; null where the result did not record it"
     )
     kernel_workspace_source = serializers.SerializerMethodField(
-        help_text="how kernel_workspace_bytes was had: measured, or estimated from the kernels"
+        help_text="how kernel_workspace_bytes was had: counted from the built kernels, "
+        "measured, or estimated from the kernels before lowering"
     )
     reused_from = serializers.PrimaryKeyRelatedField(
         read_only=True, allow_null=True,

@@ -117,7 +117,7 @@ PARTS = (
     ("workspace", "Kernel workspace"),
     ("outputs", "Outputs"),
 )
-_SOURCES = {"measured": "measured", "estimate": "estimated"}
+_SOURCES = {"measured": "measured", "counted": "counted", "estimate": "estimated"}
 
 
 @dataclass(frozen=True, slots=True)

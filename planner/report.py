@@ -74,6 +74,9 @@ class StrategyReport:
     chosen_order_lower_bound_bytes: int | None = None
     order: dict = field(default_factory=dict)
     kernel_workspace_bytes: int = 0
+    #: How kernel_workspace_bytes was had: "counted" from the built kernels' requests
+    #: replayed through TVM's pool (planner.tvm.workspace), "measured" on the device, or
+    #: "estimate"d from the kernels before lowering.
     kernel_workspace_source: str = "estimate"
     kernel_stack_bytes: int = 0
     measured_peak_bytes: int | None = None
@@ -232,6 +235,7 @@ _BYTES = (
 _REQUIRED_BYTES = ("kernel_workspace_bytes", "kernel_stack_bytes")
 _SECONDS = ("compile_seconds", "plan_seconds")
 _FLAGS = ("outputs_match", "proven_optimal")
+WORKSPACE_SOURCES = ("estimate", "counted", "measured")
 _TEXTS = ("tvm_version", "target", "model_source", "entry", "inputs_file", "reference_check")
 _OBJECTS = ("measured", "peak", "rewrites", "shape_bounds", "order", "environment",
             "tolerance", "artifacts", "shape_point", "peak_formula")
@@ -273,8 +277,8 @@ def parse_report(data: Any) -> StrategyReport:
             raise InvalidReport(f"{name} is not true, false or null")
     for name in _TEXTS:
         _text(data, name)
-    if data.get("kernel_workspace_source", "estimate") not in ("estimate", "measured"):
-        raise InvalidReport("kernel_workspace_source is neither estimate nor measured")
+    if data.get("kernel_workspace_source", "estimate") not in WORKSPACE_SOURCES:
+        raise InvalidReport("kernel_workspace_source is not one of estimate, counted, measured")
     error = data.get("error")
     if error is not None and (not isinstance(error, str) or len(error) > MAX_TEXT):
         raise InvalidReport("error is not a text")

@@ -30,7 +30,7 @@ from planner.problem import Problem, lower_bound, write_csv
 from planner.report import ATOL, RTOL, StrategyReport, slug
 from planner.shapes import ShapeAxis
 from planner.timeline import render_svg
-from planner.tvm import execute, lowering, memory, repo_code
+from planner.tvm import execute, lowering, memory, repo_code, workspace
 from planner.tvm.apply import apply_plan
 from planner.tvm.extract import (
     ARENA_ALIGNMENT,
@@ -623,14 +623,37 @@ def _plan_and_build(
         final = lowering.finish_lowering(planned, target, stock_planner=False)
         executable = execute.build(final, target, libraries)
     report.intermediate_bytes = arena
+    counted = _counted_workspace(final, extraction.function, executable)
+    if counted is not None:
+        report.kernel_workspace_bytes, report.kernel_workspace_source = counted, "counted"
     # Intermediates, kernel workspace and outputs, so that builds that leave kernel
-    # temporaries to TVM's pool compare with builds that plan them. The pool's size is the
-    # static estimate, measured or not (see _measure_memory).
+    # temporaries to TVM's pool compare with builds that plan them. The pool's size is
+    # counted from the built kernels, else the static estimate; measured or not, the same
+    # (see _measure_memory).
     report.planned_bytes = arena + report.kernel_workspace_bytes + (report.output_bytes or 0)
     report.peak = peak_breakdown(extraction, offsets)
     build = _Build(report, planned, offsets, extraction, merged=merged)
     build.executable = executable
     return build
+
+
+def _counted_workspace(final: tvm.IRModule, entry: str, executable) -> int | None:
+    """What TVM's CPU workspace pool holds for ``executable``'s kernels, replayed in the
+    order ``final``'s ``entry`` calls them (:mod:`planner.tvm.workspace`); None where its
+    kernels' requests were not read (another target, a kernel that cannot be counted)."""
+    from planner.tvm.kernels import library_of
+
+    library = library_of(executable)
+    requests = getattr(library, "workspace", None)
+    func = next((f for gv, f in final.functions.items() if gv.name_hint == entry), None)
+    if requests is None or not isinstance(func, tvm.relax.Function):
+        return None
+    calls = [
+        b.value.op.name_hint for b in bindings_of(func)
+        if isinstance(b.value, tvm.relax.Call) and isinstance(b.value.op, tvm.relax.GlobalVar)
+        and isinstance(final[b.value.op], tvm.tirx.PrimFunc)
+    ]
+    return workspace.pool_bytes(requests, calls)
 
 
 def _plan_with_rewrites(variant: _Variant, base: str, report: StrategyReport, seed: int):

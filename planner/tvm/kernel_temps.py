@@ -25,9 +25,13 @@ from planner.tvm.compat import SBlock, SBlockRealize
 from planner.tvm.extract import bindings_of
 from planner.tvm.kernel_accesses import block_touches
 
-#: TVM keeps kernel temporaries up to this size on the stack (see TVM-NOTES); above it
-#: they go through the workspace pool, which is what costs memory.
+#: TVM keeps a kernel temporary on the stack only where its size is a constant below this
+#: (``kMaxStackAlloca``; LowerTVMBuiltin tests ``size < kMaxStackAlloca``): one of exactly
+#: 1 KiB, or of a symbolic size, goes through the workspace pool, which is what costs
+#: memory, a 4 KiB page at least (see :mod:`planner.tvm.workspace`).
 STACK_LIMIT_BYTES = 1024
+#: TVM's workspace pool hands out whole pages (planner.tvm.workspace counts it exactly).
+PAGE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -53,12 +57,17 @@ class KernelTemporaries:
 
     @property
     def lifted_bytes(self) -> int:
-        """The most any one kernel holds at once: what TVM's workspace pool must hold.
+        """The most any one kernel holds at once: an estimate of what TVM's workspace pool
+        must hold, where :mod:`planner.tvm.workspace` cannot count it from the build.
 
         TVM allocates each temporary around the blocks that use it, so within a kernel
-        only the temporaries of overlapping block ranges add up.
+        only the temporaries of overlapping block ranges add up; its pool hands out whole
+        4 KiB pages, so each counts as its pages.
         """
-        return _most_live(self.lifted)
+        return _most_live([
+            dataclasses.replace(t, size=-(-t.size // PAGE_BYTES) * PAGE_BYTES)
+            for t in self.lifted
+        ])
 
     @property
     def stack_bytes(self) -> int:
@@ -274,10 +283,11 @@ def lift_kernel_temporaries(
     mod: tvm.IRModule,
     function: str = "forward",
     *,
-    min_bytes: int = STACK_LIMIT_BYTES + 1,
+    min_bytes: int = STACK_LIMIT_BYTES,
     bounds: dict[str, int] | None = None,
 ) -> tuple[tvm.IRModule, KernelTemporaries]:
-    """Return ``mod`` with every kernel temporary of at least ``min_bytes`` lifted.
+    """Return ``mod`` with every kernel temporary of at least ``min_bytes`` (or of a
+    symbolic size, which TVM never puts on the stack) lifted.
 
     Temporaries whose shape follows symbolic dimensions are sized at the bounds of the
     caller's symbols (``bounds``, by name) and allocated by each call in its own terms.
@@ -313,7 +323,7 @@ def lift_kernel_temporaries(
             # with the same name and different shapes, and a call site allocating one
             # shape for the other does not build.
             temp = _temporary(gvar.name_hint, buffer, blocks, called[gvar])
-            if temp is not None and temp.size >= min_bytes:
+            if temp is not None and (temp.size >= min_bytes or temp.dims):
                 # Lifted temporaries are known by kernel and name (the Relax variable, the
                 # lifetimes refine_lifetimes gives them): a repeated name would give one
                 # the other's lifetime, and the two would share bytes they both still need.

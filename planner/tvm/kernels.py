@@ -30,6 +30,7 @@ import tvm_ffi
 from tvm import relax
 from tvm.relax import vm_build
 
+from planner.tvm import workspace
 from planner.tvm.memory import LOAD_EXECUTABLE
 
 
@@ -51,6 +52,9 @@ class KernelLibrary:
     #: it (:meth:`KernelLibraries.export_model`).
     object_file: Path | None = None
     builds: int = 0
+    #: Each kernel's workspace requests as built (:func:`planner.tvm.workspace.kernel_requests`),
+    #: read while it was built for a CPU; None where not read.
+    workspace: dict[str, list[int] | None] | None = None
 
 
 class _Once:
@@ -163,13 +167,19 @@ class KernelLibraries:
     def _compile(self, kernels: tvm.IRModule, key: int, attrs, target) -> KernelLibrary:
         tir_mod = tvm.IRModule(dict(kernels.functions), attrs=attrs)
         tir_mod = vm_build._auto_attach_system_lib_prefix(tir_mod, target, None)
-        runtime = tvm.tirx.build(tir_mod, target=target)
+        requests = None
+        if target.kind.name == "llvm":
+            # The CPU pool's requests are read from the kernels as built, not estimated.
+            with workspace.capture() as requests:
+                runtime = tvm.tirx.build(tir_mod, target=target)
+        else:
+            runtime = tvm.tirx.build(tir_mod, target=target)
         if target.kind.name == "cuda":
             from planner.tvm import cuda
 
             # A kernel the board could not compile fails here, on any host.
             cuda.compile_kernels(runtime, target)
-        library = KernelLibrary(kernels, key, str(target), runtime)
+        library = KernelLibrary(kernels, key, str(target), runtime, workspace=requests)
         if self.emit_to is not None and runtime.kind == "llvm":
             # In the thread that built it, beside the other library's build, rather than
             # later in the one thread that saves every build.

@@ -248,10 +248,27 @@ def _measure_here(loaded, arrays: str, entry: str, memory_cfg: str) -> dict:
     }
 
 
+def _load_runtime_extras(tvm) -> None:
+    """TVM 0.27 keeps some runtime functions that builds call (``tvm.contrib.sort.topk``,
+    which a mixture of experts' router needs) in ``libtvm_runtime_extra``, which ``import
+    tvm`` loads only with the compiler; a runtime-only process loads it here (1.3 MB,
+    under a millisecond), where the installed TVM has it."""
+    import ctypes
+
+    for folder in (Path(tvm.__file__).parent / "lib", Path(tvm.__file__).parent):
+        library = folder / "libtvm_runtime_extra.so"
+        if library.is_file():
+            ctypes.CDLL(str(library), mode=os.RTLD_LOCAL)
+            return
+
+
 def _serve() -> None:
     """The warm side of :class:`MeasuringProcess`: one JSON request per line in, one JSON
     answer per line out, each measured in a forked child."""
     import tvm
+
+    if os.environ.get("TVM_USE_RUNTIME_LIB") == "1":
+        _load_runtime_extras(tvm)
 
     kernels: dict[str, object] = {}
     # The build measured last, loaded here: the next request is most often the same build

@@ -44,9 +44,33 @@ def step(name: str) -> Iterator[None]:
 
 
 def describe(exc: BaseException) -> str:
-    """``Type: message``, the message cut (see :func:`cut`)."""
+    """``Type: message``, the message cut (see :func:`cut`). A TVM check that failed
+    without words of its own (``Check failed: axis < src_tensor_dim (-1 vs. 2) :``) is
+    followed by where TVM made it, the C++ function and line its traceback names, which
+    says what the check was about."""
     text = str(exc).strip()
+    if text.endswith(":"):
+        where = _native_place(exc)
+        if where:
+            text = f"{text} (checked in {where})"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _native_place(exc: BaseException) -> str:
+    """The innermost C++ frame TVM's FFI put into ``exc``'s traceback, short: ``tvm::topi::
+    strided_slice_with_axes, include/tvm/topi/transform.h:922``; "" where there is none."""
+    import traceback
+
+    frames = [
+        f for f in traceback.extract_tb(exc.__traceback__)
+        if f.filename.endswith((".h", ".cc", ".cpp", ".hpp"))
+    ]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    name = frame.name.split("(")[0].split(" ")[-1]
+    path = re.sub(r"^.*?/(include|src)/", r"\1/", frame.filename)
+    return f"{name}, {path}:{frame.lineno}"
 
 
 def failure_text(exc: BaseException, default: str) -> str:

@@ -34,10 +34,17 @@ def _rewrites(params):
 def test_the_pooled_tensor_starts_where_the_conv_output_it_reads_starts(dynamic):
     tensors, rewrites = _rewrites({**CASE, "dynamic": dynamic})
 
-    ((_, conv_out, pooled),) = [r for r in rewrites.inplace if r[0] == "avg_pool2d"]
-    assert rewrites.find(pooled) == rewrites.find(conv_out)
+    ((_, source, pooled),) = [r for r in rewrites.inplace if r[0] == "avg_pool2d"]
+    assert rewrites.find(pooled) == rewrites.find(source)
+    if dynamic:
+        # At a symbolic size TVM takes the pooling's own sum from its workspace pool (only
+        # a constant size below 1 KiB stays on the stack), so the sum is planned, and the
+        # pooled result is written over it.
+        assert source == "avg_pool2d.pool_sum"
+        assert tensors[pooled].size == tensors[source].size == 4 * 4 * 16 * 2
+        return
     # A quarter of the conv output: 8x8x16 halves, pooled 2x2.
-    assert tensors[pooled].size * 4 == tensors[conv_out].size == 8 * 8 * 16 * 2
+    assert tensors[pooled].size * 4 == tensors[source].size == 8 * 8 * 16 * 2
 
 
 def test_pooling_into_its_input_computes_the_stock_outputs_at_the_same_offset(tmp_path):

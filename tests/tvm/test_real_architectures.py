@@ -234,7 +234,8 @@ def test_plan_file_carries_the_planned_and_the_measured_workspace(tmp_path):
 
     stock = reports["tvm-stock"]
     plan = json.loads(Path(stock.artifacts["plan.json"]).read_text())
-    # Planned bytes count the estimate, measured or not; the measurement stands beside it.
-    assert stock.kernel_workspace_source == plan["kernel_workspace_source"] == "estimate"
+    # Planned bytes count the pool counted from the build, measured or not; the measurement
+    # stands beside it.
+    assert stock.kernel_workspace_source == plan["kernel_workspace_source"] == "counted"
     assert plan["kernel_workspace_bytes"] == stock.kernel_workspace_bytes > 0
     assert plan["measured_kernel_workspace_bytes"] == stock.measured["workspace_bytes"] > 0

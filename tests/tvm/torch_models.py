@@ -86,8 +86,9 @@ def wrong_at(width: int = 8, seq: int = 16, at: int = 16):
     return _WrongAt(width, at).eval(), (torch.randn(1, seq, width),)
 
 
-def gpt2_table(positions: int = 16, seq: int = 8):
-    """A two-layer GPT-2 with a ``positions``-row position table (``n_positions``)."""
+def gpt2_table(positions: int = 16, seq: int = 8, masked: bool = True):
+    """A two-layer GPT-2 with a ``positions``-row position table (``n_positions``), called
+    with an all-ones mask or (``masked=False``) with token ids alone."""
     from planner.tvm.zoo.transformers_source import import_transformers
 
     import_transformers()
@@ -96,13 +97,13 @@ def gpt2_table(positions: int = 16, seq: int = 8):
     torch.manual_seed(0)
     config = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=positions,
                         use_cache=False)
-    return _Logits(GPT2LMHeadModel(config)).eval(), (torch.zeros(1, seq, dtype=torch.int64),)
+    model = _Logits(GPT2LMHeadModel(config), masked=masked)
+    return model.eval(), (torch.zeros(1, seq, dtype=torch.int64),)
 
 
 class _Logits(nn.Module):
     """A causal language model called as a deployment calls it: token ids in, logits out,
-    no cache; with an all-ones mask unless ``masked`` is False (without one a decoder along a
-    symbolic length does not fold yet)."""
+    no cache; with an all-ones mask unless ``masked`` is False."""
 
     def __init__(self, model, masked: bool = True):
         super().__init__()
@@ -251,3 +252,65 @@ class _SigmoidRouted(nn.Module):
 def sigmoid_routed(tokens: int = 6):
     torch.manual_seed(0)
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)
+
+
+class _EmptyCache(nn.Module):
+    """Keys appended to an empty cache, as an encoder-decoder's default cache does it: a cat
+    of an empty 1-D tensor with a 4-D one, which torch allows."""
+
+    def forward(self, keys):
+        cache = torch.zeros(0, dtype=keys.dtype)
+        return torch.cat([cache, keys], dim=-2) * 2
+
+
+def empty_cache(seq: int = 4):
+    torch.manual_seed(0)
+    return _EmptyCache().eval(), (torch.randn(1, 2, seq, 8),)
+
+
+def mamba(seq: int = 8):
+    """A one-layer Mamba (v1): its slow path loops over the sequence in Python."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    from transformers import MambaConfig, MambaForCausalLM
+
+    torch.manual_seed(0)
+    config = MambaConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, state_size=4)
+    return _Logits(MambaForCausalLM(config), masked=False).eval(), (
+        torch.zeros(1, seq, dtype=torch.int64),
+    )
+
+
+class _EncoderDecoder(nn.Module):
+    """An encoder-decoder called with encoder and decoder ids, its default cache and all."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, decoder_ids):
+        return self.model(input_ids=ids, decoder_input_ids=decoder_ids, return_dict=False)[0]
+
+
+def encoder_decoder(family: str = "bart", seq: int = 8):
+    """A one-layer BART or T5 (hidden 16), random weights."""
+    from planner.tvm.zoo.transformers_source import import_transformers
+
+    import_transformers()
+    import transformers
+
+    torch.manual_seed(0)
+    if family == "t5":
+        config = transformers.T5Config(vocab_size=64, d_model=16, d_kv=4, d_ff=32, num_layers=1,
+                                       num_decoder_layers=1, num_heads=4)
+        model = transformers.T5Model(config)
+    else:
+        config = transformers.BartConfig(
+            vocab_size=64, d_model=16, encoder_layers=1, decoder_layers=1,
+            encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32,
+            decoder_ffn_dim=32, max_position_embeddings=64,
+        )
+        model = transformers.BartModel(config)
+    ids = torch.randint(0, 64, (1, seq))
+    return _EncoderDecoder(model).eval(), (ids, ids.clone())

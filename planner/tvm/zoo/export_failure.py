@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import linecache
 import logging
 import re
 import sys
+import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -37,24 +39,49 @@ _NOISE = re.compile(
 )
 
 
+#: torch's record of a guard that fixed a symbol to a constant, with the line that did it:
+#: ``eval Eq(s70, 16) [guard added] (transformers/models/mamba/modeling_mamba.py:426 in
+#: slow_forward)``, logged at INFO, which torch does not show by default.
+_FIXED = re.compile(r"eval Eq\((\w+), (-?\d+)\) \[guard added\] \((.+?):(\d+) in (\w+)\)")
+
+#: Where the guards that fixed a dimension were added, kept by graph_dumps_held for
+#: summarise (each ``(file, line, function)``); one export at a time per thread.
+_fixed_at = threading.local()
+
+
 @contextmanager
 def graph_dumps_held() -> Iterator[io.StringIO]:
     """Hold back what torch logs and prints to stderr while exporting (the traced graph, on
     a failure), so that it does not land ahead of the error. Given back to stderr if the
-    block succeeds; cut if it raises."""
+    block succeeds; cut if it raises. Also reads, from torch's INFO records, where a guard
+    fixed a dimension to a constant (the line a "specialized it to be a constant" error
+    does not name), for :func:`summarise`."""
     held = io.StringIO()
+    fixed: list[tuple[str, int, str]] = []
+    _fixed_at.found = fixed
+    shapes = logging.getLogger(GRAPH_LOGGERS[0])
+    shown = shapes.getEffectiveLevel()
 
     def keep(record: logging.LogRecord) -> bool:
-        held.write(f"{record.levelname} {record.name}: {record.getMessage()}\n")
+        message = record.getMessage()
+        found = _FIXED.search(message) if record.name == shapes.name else None
+        if found:
+            fixed.append((found.group(3), int(found.group(4)), found.group(5)))
+        if record.levelno < shown:
+            return False  # asked for here, not by the user: read, never shown
+        held.write(f"{record.levelname} {record.name}: {message}\n")
         return False
 
     loggers = [logging.getLogger(name) for name in GRAPH_LOGGERS]
     for logger in loggers:
         logger.addFilter(keep)
+    level = shapes.level
+    shapes.setLevel(min(shown, logging.INFO))
     try:
         with contextlib.redirect_stderr(held):
             yield held
     finally:
+        shapes.setLevel(level)
         for logger in loggers:
             logger.removeFilter(keep)
     sys.stderr.write(held.getvalue())
@@ -78,7 +105,41 @@ def summarise(exc: BaseException, user_files: Sequence[Path] = ()) -> str:
     # of seq ... satisfy the generated guard 3 <= ..."): which guard failed is what says
     # what to change; the message as a whole is cut, these lines are not dropped.
     lines += [line for line in rest[1:] if line.startswith("- ")]
+    if "specialized it to be a constant" in text:
+        lines += _fixed_lines()
     return cut("\n".join(lines))
+
+
+def _fixed_lines() -> list[str]:
+    """Where the export fixed a dimension declared symbolic, and what to change."""
+    places = list(dict.fromkeys(getattr(_fixed_at, "found", [])))
+    if not places:
+        return []
+    lines = []
+    for path, number, function in places[:3]:
+        code = linecache.getline(_source_path(path), number).strip()
+        lines.append(f"the length was fixed at {path}:{number} in {function}" + (
+            f": {code}" if code else ""
+        ))
+    lines.append(
+        "a Python loop or branch over that length there makes it a constant (Mamba's "
+        "slow path loops over the sequence), so no symbolic length exports: write that "
+        "part with tensor operations, or compile each length as a model of its own (a "
+        "factory parameter for the length, one [[models]] entry per length with params, "
+        "no shape axis)"
+    )
+    return lines
+
+
+def _source_path(path: str) -> str:
+    """``path`` as torch names it (relative to site-packages for a library) on this disk."""
+    if Path(path).is_file():
+        return path
+    for root in sys.path:
+        candidate = Path(root or ".") / path
+        if candidate.is_file():
+            return str(candidate)
+    return path
 
 
 def _advice_and_rest(text: str) -> tuple[list[str], list[str]]:

@@ -15,6 +15,7 @@ of torch's own result, which export recorded on the node (``meta["val"]``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 
@@ -139,7 +140,85 @@ def _top_k_in_any_order(node, importer):
     )
 
 
+def _cat_without_empty_vectors(node, importer):
+    """``torch.cat`` skips an input that is an empty 1-D tensor, whatever the others' rank
+    (an encoder-decoder's empty key cache, which BART, T5 and Whisper concatenate with the
+    first keys when called with their default cache); Relax's concat refuses the mixed
+    ranks (``Concat expects all input tensors to have same ndim``). Those inputs are left
+    out, as torch leaves them."""
+    from tvm import relax
+
+    tensors = node.args[0]
+    shapes = [getattr(t, "meta", {}).get("val") for t in tensors]
+    empty = [
+        v is not None and v.dim() == 1 and v.shape[0] == 0 for v in shapes
+    ]
+    if not any(empty) or all(empty):
+        return _default(importer, "cat.default")(node)
+    kept = [importer.env[t] for t, skip in zip(tensors, empty, strict=True) if not skip]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    if len(kept) == 1:
+        return kept[0]
+    return importer.block_builder.emit(relax.op.concat(kept, axis=dim))
+
+
+def _slice_in_bounds(node, importer):
+    """``x[..., start:end]`` with a symbolic bound, where torch's own result has exactly
+    ``end - start`` rows: sliced without clamping. The importer clamps every bound for
+    negative and out-of-range values, which at a symbolic length leaves ``if_then_else(s <
+    0, ...)`` in the result's shape; TVM 0.27 then fails to type it in lowering (``Cannot
+    find the FInferType attribute registered to op: prim.if_then_else``, BART's decoder
+    along a symbolic length). torch.export has checked the bounds for the whole range."""
+    import sympy
+    import torch
+    from torch import fx
+    from tvm import relax
+
+    args = list(node.args) + [None] * (5 - len(node.args))
+    start = args[2] if args[2] is not None else 0
+    end = args[3] if args[3] is not None else sys.maxsize
+    step = args[4] if args[4] is not None else 1
+    result, source = node.meta.get("val"), getattr(node.args[0], "meta", {}).get("val")
+    symbolic = [v for v in (start, end) if isinstance(v, fx.Node)]
+    if not symbolic or step != 1 or result is None or source is None:
+        return _default(importer, "slice.Tensor")(node)
+    dim = args[1] or 0
+    dim = dim + source.dim() if dim < 0 else dim
+
+    def expr(value):
+        if isinstance(value, int):
+            return sympy.Integer(value)
+        known = value.meta.get("val") if isinstance(value, fx.Node) else None
+        return known.node.expr if isinstance(known, torch.SymInt) else None
+
+    def size(value):
+        return value.node.expr if isinstance(value, torch.SymInt) else sympy.Integer(value)
+
+    rows, length = size(result.shape[dim]), size(source.shape[dim])
+    first, last = expr(start), expr(end)
+    if first is None or last is None:
+        return _default(importer, "slice.Tensor")(node)
+    data = importer.env[node.args[0]]
+    extent = importer.shape_of(data)[dim]
+
+    def bound(value):
+        return importer.env[value] if isinstance(value, fx.Node) else value
+
+    # As torch reads them: a start counted from the end (T5's ``bias[:, :, -seq:, :]``),
+    # an end past the length (``sys.maxsize``) cut to it; kept only where the rows agree
+    # with torch's own result over the whole range.
+    for begin, begin_at in ((first, bound(start)), (first + length, bound(start) + extent)):
+        for stop, stop_at in ((last, bound(end)), (length, extent)):
+            if sympy.simplify(stop - begin - rows) == 0:
+                return importer.block_builder.emit(relax.op.strided_slice(
+                    data, [dim], [begin_at], [stop_at], [1], assume_inbound=True
+                ))
+    return _default(importer, "slice.Tensor")(node)
+
+
 CONVERSIONS: dict[str, Callable] = {
+    "cat.default": _cat_without_empty_vectors,
+    "slice.Tensor": _slice_in_bounds,
     **{f"{name}.default": _scan_in_torch_dtype(name) for name in ("cumsum", "cumprod")},
     "split_with_sizes.default": _split_with_empty_pieces,
     "index.Tensor": _index_from_the_front,

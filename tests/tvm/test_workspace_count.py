@@ -1,0 +1,67 @@
+"""TVM's workspace pool counted from the built kernels: each kernel's requests read after
+LowerTVMBuiltin and replayed through the pool's own rules give what the pool holds, to the
+byte, so a plan's bytes bound what the runtime holds."""
+
+from pathlib import Path
+
+import pytest
+
+from planner.tvm.compile import STOCK, compile_model
+from planner.tvm.workspace import PAGE_BYTES, pool_bytes
+from planner.tvm.zoo import ModelSource
+
+MODELS = Path(__file__).with_name("torch_models.py")
+
+
+@pytest.mark.parametrize(("requests", "calls", "held"), [
+    # Whole pages, and a freed page serves the next kernel's smaller request.
+    ({"a": [5000, -1], "b": [3000, -1]}, ["a", "b"], 2 * PAGE_BYTES),
+    # Two requests live together take two pages, however small.
+    ({"a": [16, 2048, -2, -1]}, ["a"], 2 * PAGE_BYTES),
+    # A request larger than every free page grows the largest (freed, allocated again).
+    ({"a": [4096, -1], "b": [10_000, -1]}, ["a", "b"], 3 * PAGE_BYTES),
+    # The smallest free page that fits: the 4 KiB one, not the 12 KiB one.
+    ({"a": [4096, 12_288, -2, -1], "b": [4000, 12_000, -2, -1]}, ["a", "b"], 4 * PAGE_BYTES),
+    # Requests freed out of order still return their own pages.
+    ({"a": [4096, 8192, -1, -2], "b": [8000, -1]}, ["a", "b"], 3 * PAGE_BYTES),
+    # A kernel that makes none, or was not read into the requests, asks nothing.
+    ({"a": []}, ["a", "zeros"], 0),
+])
+def test_the_pool_is_replayed_by_its_own_rules(requests, calls, held):
+    assert pool_bytes(requests, calls) == held
+
+
+def test_a_kernel_whose_requests_are_unknown_leaves_the_count_unknown():
+    assert pool_bytes({"a": [4096, -1], "b": None}, ["a", "b"]) is None
+
+
+def test_the_counted_pool_is_what_the_runtime_holds_and_the_plan_bounds_it():
+    reports = compile_model(
+        ModelSource(f"{MODELS}:gpt2_table", {"positions": 64, "seq": 16}),
+        [STOCK, "best-fit", "best-fit+rewrites"], repeat=0, memory_configs=("naive",),
+    )
+
+    for report in reports:
+        assert report.ok, (report.strategy, report.error)
+        assert report.kernel_workspace_source == "counted"
+        # Retained by the naive allocator after the call, less the outputs: the pool.
+        assert report.kernel_workspace_bytes == report.measured["workspace_bytes"]
+        held = report.measured["naive"]["inference_peak_bytes"]
+        assert held <= report.planned_bytes, report.strategy
+    stock, best, rewrites = reports
+    assert stock.kernel_workspace_bytes > 0
+    # Our plans hold exactly what they say; TVM's own frees storages it does not reuse.
+    assert best.measured["naive"]["inference_peak_bytes"] == best.planned_bytes
+    # +rewrites lifts every temporary the pool would take, 1 KiB ones included (TVM keeps a
+    # temporary on the stack only below 1 KiB).
+    assert rewrites.kernel_workspace_bytes == 0
+    assert rewrites.measured["naive"]["inference_peak_bytes"] == rewrites.planned_bytes
+
+
+def test_an_empty_vector_in_a_concatenation_is_left_out_as_torch_leaves_it():
+    [report] = compile_model(
+        ModelSource(f"{MODELS}:empty_cache", {}), ["best-fit"], repeat=0, memory_configs=(),
+    )
+
+    assert report.outputs_match is True, report.error
+    assert report.reference_check == "PyTorch"
