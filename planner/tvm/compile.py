@@ -1117,11 +1117,34 @@ class _Measurements:
                 workspace = max(0, naive["retained_bytes"] - (build.report.output_bytes or 0))
                 # Beside planned bytes, never in them: planned bytes are a figure of the
                 # build, the same measured or not (--no-memory) and on any machine, which an
-                # alert at a threshold of 0 needs. What the pool held differs from the
-                # estimate both ways: TVM compacts kernel buffers (less), and the pool rounds
-                # and keeps pages (more).
+                # alert at a threshold of 0 needs. Counted from the built kernels it is the
+                # same figure; an estimate differs both ways.
                 measured["workspace_bytes"] = workspace
                 measured["weights_bytes"] = naive.get("weights_bytes")
+            _say_what_the_plan_missed(build.report)
+
+
+def _say_what_the_plan_missed(report: StrategyReport) -> None:
+    """A warning where the runtime held more than the plan accounts for (the naive
+    allocator's peak, each allocation at its own size, above planned bytes), naming the part
+    the plan did not see."""
+    held = report.measured.get("naive", {}).get("inference_peak_bytes")
+    if not isinstance(held, int) or report.planned_bytes is None or held <= report.planned_bytes:
+        return
+    pool = report.measured.get("workspace_bytes")
+    if isinstance(pool, int) and pool > report.kernel_workspace_bytes:
+        why = (
+            f"TVM's workspace pool held {pool:,} B against {report.kernel_workspace_bytes:,} B "
+            f"{'estimated' if report.kernel_workspace_source == 'estimate' else 'counted'}"
+        )
+        if report.kernel_workspace_source == "estimate":
+            why += " (a kernel's requests are not constants, so they were not counted)"
+    else:
+        why = "an allocation outside the plan and TVM's workspace pool"
+    report.warnings.append(
+        f"the runtime held {held:,} B (naive allocator), {held - report.planned_bytes:,} B "
+        f"more than planned: {why}"
+    )
 
 
 def _folder(root: Path, report: StrategyReport) -> Path:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.tvm.compile import STOCK, compile_model
+from planner.report import StrategyReport
+from planner.tvm.compile import STOCK, _say_what_the_plan_missed, compile_model
 from planner.tvm.workspace import PAGE_BYTES, pool_bytes
 from planner.tvm.zoo import ModelSource
 
@@ -48,6 +49,7 @@ def test_the_counted_pool_is_what_the_runtime_holds_and_the_plan_bounds_it():
         assert report.kernel_workspace_bytes == report.measured["workspace_bytes"]
         held = report.measured["naive"]["inference_peak_bytes"]
         assert held <= report.planned_bytes, report.strategy
+        assert not [w for w in report.warnings if "more than planned" in w]
     stock, best, rewrites = reports
     assert stock.kernel_workspace_bytes > 0
     # Our plans hold exactly what they say; TVM's own frees storages it does not reuse.
@@ -65,3 +67,23 @@ def test_an_empty_vector_in_a_concatenation_is_left_out_as_torch_leaves_it():
 
     assert report.outputs_match is True, report.error
     assert report.reference_check == "PyTorch"
+
+
+def test_a_runtime_that_holds_more_than_the_plan_is_said_with_the_part_missed():
+    def report(planned: int) -> StrategyReport:
+        return StrategyReport(
+            model="m", strategy="tvm-stock", planned_bytes=planned, kernel_workspace_bytes=4096,
+            kernel_workspace_source="estimate",
+            measured={"naive": {"inference_peak_bytes": 14_096}, "workspace_bytes": 8192},
+        )
+
+    over, within = report(10_000), report(14_096)
+    _say_what_the_plan_missed(over)
+    _say_what_the_plan_missed(within)
+
+    assert over.warnings == [
+        "the runtime held 14,096 B (naive allocator), 4,096 B more than planned: TVM's "
+        "workspace pool held 8,192 B against 4,096 B estimated (a kernel's requests are not "
+        "constants, so they were not counted)"
+    ]
+    assert within.warnings == []
