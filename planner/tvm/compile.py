@@ -44,6 +44,7 @@ from planner.tvm.kernel_temps import (
     KernelTemporaries,
     lift_kernel_temporaries,
     refine_lifetimes,
+    symbol_bounds,
 )
 from planner.tvm.kernels import (
     KernelLibraries,
@@ -623,7 +624,7 @@ def _plan_and_build(
         final = lowering.finish_lowering(planned, target, stock_planner=False)
         executable = execute.build(final, target, libraries)
     report.intermediate_bytes = arena
-    counted = _counted_workspace(final, extraction.function, executable)
+    counted = _counted_workspace(planned, extraction.function, executable, report.shape_bounds)
     if counted is not None:
         report.kernel_workspace_bytes, report.kernel_workspace_source = counted, "counted"
     # Intermediates, kernel workspace and outputs, so that builds that leave kernel
@@ -637,21 +638,26 @@ def _plan_and_build(
     return build
 
 
-def _counted_workspace(final: tvm.IRModule, entry: str, executable) -> int | None:
+def _counted_workspace(
+    planned: tvm.IRModule, entry: str, executable, bounds: dict[str, int]
+) -> int | None:
     """What TVM's CPU workspace pool holds for ``executable``'s kernels, replayed in the
-    order ``final``'s ``entry`` calls them (:mod:`planner.tvm.workspace`); None where its
-    kernels' requests were not read (another target, a kernel that cannot be counted)."""
+    order ``planned``'s ``entry`` calls them (:mod:`planner.tvm.workspace`), each call's
+    symbolic sizes at the function's upper ``bounds`` (read before the VM's lowering, where
+    the calls still carry their arguments' shapes); None where its kernels' requests were
+    not read (another target, a kernel that cannot be counted)."""
     from planner.tvm.kernels import library_of
 
     library = library_of(executable)
     requests = getattr(library, "workspace", None)
-    func = next((f for gv, f in final.functions.items() if gv.name_hint == entry), None)
+    func = next((f for gv, f in planned.functions.items() if gv.name_hint == entry), None)
     if requests is None or not isinstance(func, tvm.relax.Function):
         return None
     calls = [
-        b.value.op.name_hint for b in bindings_of(func)
+        (b.value.op.name_hint, symbol_bounds(planned[b.value.op], b.value.args, bounds))
+        for b in bindings_of(func)
         if isinstance(b.value, tvm.relax.Call) and isinstance(b.value.op, tvm.relax.GlobalVar)
-        and isinstance(final[b.value.op], tvm.tirx.PrimFunc)
+        and isinstance(planned[b.value.op], tvm.tirx.PrimFunc)
     ]
     return workspace.pool_bytes(requests, calls)
 
@@ -1138,7 +1144,7 @@ def _say_what_the_plan_missed(report: StrategyReport) -> None:
             f"{'estimated' if report.kernel_workspace_source == 'estimate' else 'counted'}"
         )
         if report.kernel_workspace_source == "estimate":
-            why += " (a kernel's requests are not constants, so they were not counted)"
+            why += " (a kernel's requests could not be counted from the build)"
     else:
         why = "an allocation outside the plan and TVM's workspace pool"
     report.warnings.append(

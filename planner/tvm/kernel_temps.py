@@ -58,7 +58,8 @@ class KernelTemporaries:
     @property
     def lifted_bytes(self) -> int:
         """The most any one kernel holds at once: an estimate of what TVM's workspace pool
-        must hold, where :mod:`planner.tvm.workspace` cannot count it from the build.
+        must hold, where :mod:`planner.tvm.workspace` cannot count it from the build (a
+        request in a parallel loop, a symbol no call bounds).
 
         TVM allocates each temporary around the blocks that use it, so within a kernel
         only the temporaries of overlapping block ranges add up; its pool hands out whole

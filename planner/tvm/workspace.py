@@ -12,8 +12,10 @@ freed page kept in a list sorted by size, a request served by the smallest free 
 fits, else by the largest free page grown, else by a new page. The pool never gives memory
 back, so what it holds after the calls is also the most it held.
 
-A kernel whose requests cannot be counted (a size that is not a constant, a request inside
-a parallel loop, which each worker thread makes in its own pool) makes the count None,
+A request whose size follows the kernel's own shape symbols is sized at each call's bounds
+(the values the call's arguments take at the function's upper bounds). A kernel whose
+requests cannot be counted (a request inside a parallel loop, which each worker thread
+makes in its own pool; a size in a symbol the call does not bound) makes the count None,
 and the plan keeps the estimate from the kernels before lowering.
 """
 
@@ -58,22 +60,28 @@ def _freed(condition):
     return None
 
 
-def _walk(stmt, requests: list, names: list, parallel: bool) -> None:
+def _walk(stmt, requests: list, names: list, parallel: bool, lets: dict | None = None) -> None:
+    lets = {} if lets is None else lets
     if stmt is None:
         return
     if isinstance(stmt, tvm.tirx.SeqStmt):
         for child in stmt.seq:
-            _walk(child, requests, names, parallel)
+            _walk(child, requests, names, parallel, lets)
         return
+    var, value = getattr(stmt, "var", None), getattr(stmt, "value", None)
+    if isinstance(var, tvm.tirx.Var) and value is not None:
+        # A value TVM bound to a name (its common subexpressions): a size may use it.
+        lets[var.name] = value
     data = getattr(stmt, "data", None) if isinstance(stmt, tvm.tirx.DeclBuffer) else None
     if data is not None and _is_call(data, _ALLOC):
         size = data.args[2]
         if parallel:
             raise Uncounted("a workspace request inside a parallel loop")
-        if not isinstance(size, tvm.tirx.IntImm):
-            raise Uncounted(f"a workspace request of {size} bytes")
         names.append((stmt.buffer, len(requests)))
-        requests.append(int(size.value))
+        # A size in the kernel's symbols stays an expression, sized at each call.
+        requests.append(
+            int(size.value) if isinstance(size, tvm.tirx.IntImm) else (size, dict(lets))
+        )
     if isinstance(stmt, tvm.tirx.IfThenElse):
         freed = _freed(stmt.condition)
         if freed is not None:
@@ -82,30 +90,31 @@ def _walk(stmt, requests: list, names: list, parallel: bool) -> None:
                 raise Uncounted("a workspace free of a buffer it did not allocate")
             requests.append(-(at + 1))
             return
-        _walk(stmt.then_case, requests, names, parallel)
-        _walk(stmt.else_case, requests, names, parallel)
+        _walk(stmt.then_case, requests, names, parallel, lets)
+        _walk(stmt.else_case, requests, names, parallel, lets)
         return
     if isinstance(stmt, tvm.tirx.For):
         inner = parallel or stmt.kind == tvm.tirx.ForKind.PARALLEL
-        _walk(stmt.body, requests, names, inner)
+        _walk(stmt.body, requests, names, inner, lets)
         return
     body = getattr(stmt, "body", None)
     if isinstance(body, tvm.tirx.Stmt):
-        _walk(body, requests, names, parallel)
+        _walk(body, requests, names, parallel, lets)
 
 
-def requests_of(func) -> list[int]:
-    """``func``'s workspace requests in order: a size for each allocation, ``-(i + 1)`` for
-    the free of the i-th; :class:`Uncounted` where they cannot be read."""
-    requests: list[int] = []
+def requests_of(func) -> list:
+    """``func``'s workspace requests in order: a size for each allocation (a number, or an
+    expression in the kernel's shape symbols), ``-(i + 1)`` for the free of the i-th;
+    :class:`Uncounted` where they cannot be read."""
+    requests: list = []
     _walk(func.body, requests, [], False)
     return requests
 
 
-def kernel_requests(mod: tvm.IRModule) -> dict[str, list[int] | None]:
+def kernel_requests(mod: tvm.IRModule) -> dict[str, list | None]:
     """Every kernel's requests in a lowered ``mod``, by the name the VM calls it by (the
     lowered function of ``name`` is ``__tvm_ffi_name``); None for one that cannot be read."""
-    found: dict[str, list[int] | None] = {}
+    found: dict[str, list | None] = {}
     for gvar, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
@@ -144,22 +153,46 @@ def page_rounded(size: int) -> int:
     return max(1, -(-size // PAGE_BYTES)) * PAGE_BYTES
 
 
-def pool_bytes(requests: dict[str, list[int] | None], calls: list[str]) -> int | None:
-    """What TVM's CPU workspace pool holds after ``calls`` (kernel names, in the order the
-    function calls them) make their ``requests``; None where a called kernel's are not
-    known. A kernel the requests do not name makes none."""
+def _sized(request, symbols: dict[str, int]) -> int | None:
+    """A request's size at a call whose shape symbols take ``symbols``; None if unknown."""
+    if isinstance(request, int):
+        return request
+    from planner.tvm.extract import ExtractionError, upper_bound
+
+    size, lets = request
+    values = dict(symbols)
+    for name, value in lets.items():  # in the order the kernel bound them
+        try:
+            values[name] = upper_bound(value, values)
+        except ExtractionError:
+            continue
+    try:
+        return upper_bound(size, values)
+    except ExtractionError:
+        return None
+
+
+def pool_bytes(requests: dict[str, list | None], calls: list) -> int | None:
+    """What TVM's CPU workspace pool holds after ``calls`` make their ``requests``: in the
+    order the function calls them, each a kernel's name, or ``(name, symbols)`` with the
+    values its shape symbols take at that call. None where a called kernel's requests are
+    not known or not sized. A kernel the requests do not name makes none."""
     free: list[int] = []  # free pages by size, smallest first
     held = 0
-    for kernel in calls:
+    for call in calls:
+        kernel, symbols = (call, {}) if isinstance(call, str) else call
         made = requests.get(kernel, [])
         if made is None:
             return None
         pages: dict[int, int] = {}
         for index, request in enumerate(made):
-            if request < 0:
+            if isinstance(request, int) and request < 0:
                 bisect.insort_right(free, pages.pop(-request - 1))
                 continue
-            size = page_rounded(request)
+            sized = _sized(request, symbols)
+            if sized is None:
+                return None
+            size = page_rounded(sized)
             if not free:
                 page, held = size, held + size
             elif free[-1] >= size:

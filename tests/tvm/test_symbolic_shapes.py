@@ -43,14 +43,13 @@ def test_kernel_temporaries_of_a_dynamic_model_are_planned_at_their_bounds():
     static = {r.strategy: r for r in compile_model(
         ModelSource("zoo:small_cnn", params), strategies, repeat=1, memory_configs=())}
 
-    # A symbolic kernel's pool requests are not constants: its workspace is estimated from
-    # the kernels' temporaries at the bounds, in whole pages, never below what the static
-    # build's requests count. Lifting places them in the arena, each call allocating them
-    # in its own symbols.
+    # TVM's workspace pool is counted from the built kernels, a symbolic kernel's requests
+    # sized at each call's bounds: the same pool as the static build's. Lifting places the
+    # temporaries in the arena, each call allocating them in its own symbols.
     assert (dynamic[STOCK].kernel_workspace_source, static[STOCK].kernel_workspace_source) == (
-        "estimate", "counted"
+        "counted", "counted"
     )
-    assert dynamic[STOCK].kernel_workspace_bytes >= static[STOCK].kernel_workspace_bytes > 0
+    assert dynamic[STOCK].kernel_workspace_bytes == static[STOCK].kernel_workspace_bytes > 0
     unified = dynamic["best-fit+rewrites"]
     assert unified.outputs_match is True, unified.error
     assert unified.kernel_workspace_bytes == 0
