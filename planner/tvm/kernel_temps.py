@@ -24,14 +24,13 @@ from tvm import relax
 from planner.tvm.compat import SBlock, SBlockRealize
 from planner.tvm.extract import bindings_of
 from planner.tvm.kernel_accesses import block_touches
+from planner.tvm.workspace import page_rounded
 
 #: TVM keeps a kernel temporary on the stack only where its size is a constant below this
 #: (``kMaxStackAlloca``; LowerTVMBuiltin tests ``size < kMaxStackAlloca``): one of exactly
 #: 1 KiB, or of a symbolic size, goes through the workspace pool, which is what costs
 #: memory, a 4 KiB page at least (see :mod:`planner.tvm.workspace`).
 STACK_LIMIT_BYTES = 1024
-#: TVM's workspace pool hands out whole pages (planner.tvm.workspace counts it exactly).
-PAGE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -66,8 +65,7 @@ class KernelTemporaries:
         4 KiB pages, so each counts as its pages.
         """
         return _most_live([
-            dataclasses.replace(t, size=-(-t.size // PAGE_BYTES) * PAGE_BYTES)
-            for t in self.lifted
+            dataclasses.replace(t, size=page_rounded(t.size)) for t in self.lifted
         ])
 
     @property

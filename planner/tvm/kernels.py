@@ -19,6 +19,7 @@ The executable's own part (bytecode and bound constants) is saved alone with
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import threading
 from collections.abc import Callable
@@ -54,7 +55,7 @@ class KernelLibrary:
     builds: int = 0
     #: Each kernel's workspace requests as built (:func:`planner.tvm.workspace.kernel_requests`),
     #: read while it was built for a CPU; None where not read.
-    workspace: dict[str, list[int] | None] | None = None
+    workspace: dict[str, list | None] | None = None
 
 
 class _Once:
@@ -167,12 +168,9 @@ class KernelLibraries:
     def _compile(self, kernels: tvm.IRModule, key: int, attrs, target) -> KernelLibrary:
         tir_mod = tvm.IRModule(dict(kernels.functions), attrs=attrs)
         tir_mod = vm_build._auto_attach_system_lib_prefix(tir_mod, target, None)
-        requests = None
-        if target.kind.name == "llvm":
-            # The CPU pool's requests are read from the kernels as built, not estimated.
-            with workspace.capture() as requests:
-                runtime = tvm.tirx.build(tir_mod, target=target)
-        else:
+        # The CPU pool's requests are read from the kernels as built, not estimated.
+        reading = workspace.capture() if target.kind.name == "llvm" else contextlib.nullcontext()
+        with reading as requests:
             runtime = tvm.tirx.build(tir_mod, target=target)
         if target.kind.name == "cuda":
             from planner.tvm import cuda

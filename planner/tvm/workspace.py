@@ -202,8 +202,8 @@ def pool_bytes(requests: dict[str, list | None], calls: list) -> int | None:
                 held += size - page
                 page = size
             pages[index] = page
-        # A kernel that returns early (an error) frees nothing more; a normal one has freed
-        # every page by its end, which its last statements do.
+        # Every page is back in the pool once the kernel returns: a free this reading did
+        # not pair with its request is taken to be at the kernel's end.
         for page in pages.values():
             bisect.insort_right(free, page)
     return held

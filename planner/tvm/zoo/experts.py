@@ -186,12 +186,15 @@ def _replacement(block: _Block, call: tuple | None):
     """The bound method that replaces ``block``'s own, checked on ``call`` where it ran."""
     import torch
 
+    if call is None:  # the block did not run on the example: nothing to check it against
+        if block.attribute == "moe":
+            return types.MethodType(_fixed_moe, block.module)
+        normalise = True if block.normalise is None else bool(block.normalise)
+        return types.MethodType(_fixed_forward(normalise, False), block.module)
+    args, kwargs, want = call
     if block.attribute == "moe":
         method = types.MethodType(_fixed_moe, block.module)
-        if call is None:
-            return method
         # The router's own output is what moe receives: checked through the whole block.
-        args, kwargs, want = call
         original = block.module.moe
         block.module.moe = method
         try:
@@ -199,13 +202,12 @@ def _replacement(block: _Block, call: tuple | None):
                 got = block.module(*args, **kwargs)
         finally:
             block.module.moe = original
-        _refuse_if_unlike(block, _difference(got, want))
+        difference = _difference(got, want)
+        if difference > TOLERANCE:
+            raise _unlike(block, difference)
         return method
-    args, kwargs, want = call if call is not None else ((), {}, None)
     returns_logits = isinstance(want, tuple) and len(want) == 2
     choices = [block.normalise] if block.normalise is not None else [True, False]
-    if call is None:
-        return types.MethodType(_fixed_forward(bool(choices[0]), returns_logits), block.module)
     best = float("inf")
     for normalise in choices:
         method = types.MethodType(_fixed_forward(bool(normalise), returns_logits), block.module)
@@ -214,21 +216,18 @@ def _replacement(block: _Block, call: tuple | None):
         if difference <= TOLERANCE:
             return method
         best = min(best, difference)
-    _refuse_if_unlike(block, best)
-    return None
+    raise _unlike(block, best)
 
 
-def _refuse_if_unlike(block: _Block, difference: float) -> None:
-    if difference > TOLERANCE:
-        raise ExpertsError(
-            f"the mixture of experts {type(block.module).__name__} at "
-            f"{block.name or 'the top of the model'} has no fixed-shape form here: computed "
-            "with its router's top-k over every expert it differs from the block by "
-            f"{difference:.3g} of its largest output, so its routing is not a softmax top-k "
-            "(or its own moe method's); write the block with "
-            "fixed shapes (every expert on every token, weighted by the router) in the model "
-            "file"
-        )
+def _unlike(block: _Block, difference: float) -> ExpertsError:
+    return ExpertsError(
+        f"the mixture of experts {type(block.module).__name__} at "
+        f"{block.name or 'the top of the model'} has no fixed-shape form here: computed "
+        "with its router's top-k over every expert it differs from the block by "
+        f"{difference:.3g} of its largest output, so its routing is not a softmax top-k "
+        "(or its own moe method's); write the block with fixed shapes (every expert on every "
+        "token, weighted by the router) in the model file"
+    )
 
 
 def _describe(blocks: list[_Block]) -> str:
