@@ -31,7 +31,10 @@ from dashboard.redaction import redact
 
 REPOSITORY_NAME = re.compile(r"^[-a-zA-Z0-9_]{1,100}$")
 GITHUB_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
-BRANCH_NAME = re.compile(r"^[A-Za-z0-9_.][A-Za-z0-9_./-]{0,199}$")
+#: A branch name as Peakwatch takes one, no ".." anywhere (git refuses it in a ref name);
+#: also the API's schema pattern, so what the schema allows is accepted.
+BRANCH = r"^(?!.*\.\.)[A-Za-z0-9_.][A-Za-z0-9_./-]{0,199}$"
+BRANCH_NAME = re.compile(BRANCH)
 
 
 def why_not_trackable(
@@ -47,7 +50,7 @@ def why_not_trackable(
     refusal = gitrepo.url_refusal(clone_url, gitrepo.GitLimits.from_settings())
     if refusal:
         return refusal
-    if not BRANCH_NAME.match(default_branch) or ".." in default_branch:
+    if not BRANCH_NAME.match(default_branch):
         return f"{default_branch[:200]!r} is not a branch name"
     if github_repository and not GITHUB_NAME.match(github_repository):
         return f"{github_repository[:200]!r} is not a GitHub repository: write OWNER/NAME"

@@ -71,6 +71,22 @@ def test_it_answers_400_to_a_bad_request(client, token, body):
     assert _post(client, body, token).status_code == 400
 
 
+def test_a_branch_with_two_dots_is_refused_by_the_schema_as_by_the_view(client, token):
+    import re
+
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    pattern = schema["components"]["schemas"]["TriggerRunRequest"]["properties"]["branch"][
+        "pattern"
+    ]
+    response = _post(client, {"repository": "tracked", "branch": "..lrozgF2_ZI"}, token)
+
+    # Schemathesis once drew this name as schema-valid, and the view refused it.
+    assert response.status_code == 400
+    assert response.json() == {"error": "that is not a branch name"}
+    assert re.fullmatch(pattern, "..lrozgF2_ZI") is None
+    assert re.fullmatch(pattern, "release/1.2")
+
+
 def test_it_runs_a_known_commit_at_once(
     client, tracked, token, queued, django_capture_on_commit_callbacks
 ):
