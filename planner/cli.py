@@ -54,7 +54,9 @@ EXIT_DOES_NOT_FIT = 3
 
 # Modules that call register_subcommand when imported; build_parser imports them.
 # This is the place to add e.g. the TVM "compile" subcommand's module.
-SUBCOMMAND_MODULES: tuple[str, ...] = ("planner.tvm.cli", "planner.tvm.micro.cli")
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "planner.tvm.cli", "planner.tvm.llm_cli", "planner.tvm.micro.cli"
+)
 
 Configure = Callable[[argparse.ArgumentParser], None]
 Handler = Callable[[argparse.Namespace], int]

@@ -32,7 +32,12 @@ except ImportError:
     except ImportError:  # refused by missing(), which names it
         SBlock = SBlockRealize = None
 
-__all__ = ["SBlock", "SBlockRealize", "git_hash", "missing", "region_buffer", "version"]
+try:  # 0.27 moved the arithmetic analyser from tvm.arith to tvm.sym
+    from tvm.sym import Analyzer
+except ImportError:
+    from tvm.arith import Analyzer
+
+__all__ = ["Analyzer", "SBlock", "SBlockRealize", "git_hash", "missing", "region_buffer", "version"]
 
 
 def region_buffer(region):

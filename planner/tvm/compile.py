@@ -54,7 +54,12 @@ from planner.tvm.kernels import (
 )
 from planner.tvm.noalias import unalias_overlapping_calls
 from planner.tvm.reorder import ReorderError, choose_binding_order
-from planner.tvm.rewrites import find_rewrites, inline_pool_padding, rewrite_kernels
+from planner.tvm.rewrites import (
+    find_rewrites,
+    inline_copy_blocks,
+    inline_pool_padding,
+    rewrite_kernels,
+)
 from planner.tvm.steps import failure_text, step
 from planner.tvm.strategies import (
     STOCK,
@@ -189,34 +194,10 @@ def _compile(
     bounds = dict(network.shape_bounds)
     with step("lower"):
         lowered = lowering.lower_to_allocations(_with_bounds(network), tgt)
-    plain = extract(lowered, network.entry, bounds)
-    # What TVM's workspace pool will hold for the stock build; GPU kernels are scheduled
-    # differently and are not looked into.
-    temporaries = KernelTemporaries([], [])
-    can_lift = tgt.kind.name in ("llvm", "c")
-    gpu = "gpu" in tgt.keys
-    if can_lift:
-        temporaries = lift_kernel_temporaries(lowered, network.entry, bounds=bounds)[1]
-    variants = {
-        Variant.STOCK: _Variant(lowered, plain, plain),
-        Variant.PLAIN: _prepare(lowered, network.entry, bounds, bool(lift_temporaries)),
-    }
-    variants[Variant.REPO] = variants[Variant.PLAIN]
-    if any(s.variant is Variant.REWRITES for s in chosen):
-        # A GPU schedule computes pooling padding inline and keeps kernel temporaries in
-        # shared and local memory; one it leaves in global memory is not lifted, since the
-        # kernel's blocks run concurrently, not one after another as lifting times them
-        # (find_rewrites lists such kernels on the report).
-        inlined, _ = inline_pool_padding(lowered) if can_lift else (lowered, [])
-        lift = can_lift if lift_temporaries is None else lift_temporaries and not gpu
-        variants[Variant.REWRITES] = _prepare(inlined, network.entry, bounds, lift)
-    reordered = {
-        kind: _in_chosen_order(variants[kind], network.entry, bounds)
-        for kind in {s.variant for s in chosen if s.reorder}
-    }
-    problem = variants[Variant.PLAIN].planned.problem(name=name)
-    bound = _align(lower_bound(problem)) if problem.buffers else 0
-    output_bytes = sum(t.size for t in plain.escaping)
+    planning = FunctionPlanning(
+        lowered, network.entry, bounds, chosen, tgt, lift_temporaries=lift_temporaries
+    )
+    problem = planning.variants[Variant.PLAIN].planned.problem(name=name)
     lowering_seconds = time.perf_counter() - started
 
     # One draw serves the check, the memory measurement and the boards that run it again; a
@@ -239,38 +220,15 @@ def _compile(
             )
 
         def plan_and_build(strategy) -> None:
-            variant = (reordered if strategy.reorder else variants)[strategy.variant]
-            report = StrategyReport(
-                model=name,
-                strategy=strategy.name,
-                lower_bound_bytes=bound,
-                output_bytes=output_bytes,
-                kernel_workspace_bytes=0 if variant.lifted else temporaries.lifted_bytes,
-                kernel_stack_bytes=temporaries.stack_bytes,
-                shape_bounds=bounds,
-                tvm_version=tvm.__version__,
-                target=str(tgt),
-                environment=env,
-                model_source=source.source,
+            report = planning.report(
+                strategy, problem, model=name, environment=env, model_source=source.source,
                 assumptions=list(network.assumptions),
             )
             t0 = time.perf_counter()
-            try:
-                build = _plan_and_build(
-                    variant,
-                    strategy,
-                    report,
-                    tgt,
-                    seed,
-                    base_dir=root,
-                    planner_time_limit=planner_time_limit,
-                    repo_plans=repo_plans,
-                    libraries=libraries,
-                )
-            except Exception as exc:  # one broken strategy must not hide the others
-                log.exception("strategy %s failed on %s", strategy.name, name)
-                report.error = failure_text(exc, "build")
-                build = _Build(report, lowered, {}, variant.planned)
+            build = planning.build(
+                strategy, report, seed, base_dir=root, planner_time_limit=planner_time_limit,
+                repo_plans=repo_plans, libraries=libraries,
+            )
             builds[strategy.name] = build
             report.compile_seconds = round(lowering_seconds + time.perf_counter() - t0, 4)
             if measurements is not None:
@@ -427,6 +385,82 @@ class _Variant:
     order_note: str = ""
     #: What :func:`find_rewrites` found in this module: the same for every base strategy.
     rewrites: object = None
+
+
+class FunctionPlanning:
+    """One function of a lowered module as the chosen strategies plan it: the variants they
+    plan (with or without lifted kernel temporaries, in program or chosen order), and each
+    strategy's plan written back and built (:meth:`build`).
+
+    :func:`compile_model` plans its network's one entry function with it; an LLM deployment
+    plans each of its functions (:mod:`planner.tvm.llm`).
+    """
+
+    def __init__(
+        self, lowered: tvm.IRModule, entry: str, bounds: dict[str, int], chosen, target, *,
+        lift_temporaries: bool | None = None,
+    ):
+        self.lowered, self.entry, self.bounds, self.target = lowered, entry, bounds, target
+        self.plain = extract(lowered, entry, bounds)
+        # What TVM's workspace pool will hold for the stock build; GPU kernels are scheduled
+        # differently and are not looked into.
+        self.temporaries = KernelTemporaries([], [])
+        can_lift = target.kind.name in ("llvm", "c")
+        gpu = "gpu" in target.keys
+        if can_lift:
+            self.temporaries = lift_kernel_temporaries(lowered, entry, bounds=bounds)[1]
+        variants = {
+            Variant.STOCK: _Variant(lowered, self.plain, self.plain),
+            Variant.PLAIN: _prepare(lowered, entry, bounds, bool(lift_temporaries)),
+        }
+        variants[Variant.REPO] = variants[Variant.PLAIN]
+        if any(s.variant is Variant.REWRITES for s in chosen):
+            # A GPU schedule computes pooling padding inline and keeps kernel temporaries in
+            # shared and local memory; one it leaves in global memory is not lifted, since
+            # the kernel's blocks run concurrently, not one after another as lifting times
+            # them (find_rewrites lists such kernels on the report).
+            inlined = lowered
+            if can_lift:
+                inlined = inline_copy_blocks(inline_pool_padding(lowered)[0])[0]
+            lift = can_lift if lift_temporaries is None else lift_temporaries and not gpu
+            variants[Variant.REWRITES] = _prepare(inlined, entry, bounds, lift)
+        self.variants = variants
+        self.reordered = {
+            kind: _in_chosen_order(variants[kind], entry, bounds)
+            for kind in {s.variant for s in chosen if s.reorder}
+        }
+
+    def variant(self, strategy: CompileStrategy) -> _Variant:
+        return (self.reordered if strategy.reorder else self.variants)[strategy.variant]
+
+    def report(self, strategy: CompileStrategy, problem: Problem, **fields) -> StrategyReport:
+        """A report of ``strategy`` on this function with what planning alone knows."""
+        return StrategyReport(
+            strategy=strategy.name,
+            lower_bound_bytes=_align(lower_bound(problem)) if problem.buffers else 0,
+            output_bytes=sum(t.size for t in self.plain.escaping),
+            kernel_workspace_bytes=(
+                0 if self.variant(strategy).lifted else self.temporaries.lifted_bytes
+            ),
+            kernel_stack_bytes=self.temporaries.stack_bytes,
+            shape_bounds=self.bounds,
+            tvm_version=tvm.__version__,
+            target=str(self.target),
+            entry=self.entry,
+            **fields,
+        )
+
+    def build(self, strategy: CompileStrategy, report: StrategyReport, seed: int,
+              **options) -> _Build:
+        """``strategy``'s plan written into the module and built; a strategy that fails
+        has its error on ``report`` and no executable, so that it hides no other."""
+        variant = self.variant(strategy)
+        try:
+            return _plan_and_build(variant, strategy, report, self.target, seed, **options)
+        except Exception as exc:
+            log.exception("strategy %s failed on %s", strategy.name, report.model)
+            report.error = failure_text(exc, "build")
+            return _Build(report, self.lowered, {}, variant.planned)
 
 
 def _prepare(lowered: tvm.IRModule, entry: str, bounds: dict, lift: bool) -> _Variant:

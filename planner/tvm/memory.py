@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -116,6 +117,7 @@ class MeasuringProcess:
         kernels: Path | None = None,
         entry: str = "forward",
         memory_cfg: str = "pooled",
+        llm: dict | None = None,
     ) -> dict:
         """Measure one build: ``executable`` as a ``.vm`` file
         (:func:`planner.tvm.kernels.save_executable`) linked to ``kernels`` (a shared
@@ -133,6 +135,10 @@ class MeasuringProcess:
             "entry": entry,
             "memory_cfg": memory_cfg,
         }
+        if llm is not None:
+            # An LLM deployment's function: ``inputs_file`` holds its parameters, ``llm``
+            # the cache's arguments and the bounds of the call (_measure_llm_here).
+            request.update(kind="llm", params=str(inputs_file), **llm)
         try:
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
@@ -248,6 +254,59 @@ def _measure_here(loaded, arrays: str, entry: str, memory_cfg: str) -> dict:
     }
 
 
+def _live_sizes(shim) -> Counter:
+    """The sizes of the allocations live now, as a multiset."""
+    shim.peakwatch_live_sizes.restype = ctypes.c_size_t
+    room = shim.peakwatch_live_sizes(None, 0) + 256
+    sizes = (ctypes.c_size_t * room)()
+    count = shim.peakwatch_live_sizes(sizes, room)
+    return Counter(sizes[: min(count, room)])
+
+
+def _measure_llm_here(loaded, request: dict, function: str, memory_cfg: str) -> dict:
+    """One call of an LLM deployment's ``function`` at its bounds, in a fresh child: the
+    bytes of the parameters, of the KV cache (its allocations by size, so that pages and
+    working buffers can be told apart) and the most the call held above what was live."""
+    shim = ctypes.CDLL(None)
+    if not hasattr(shim, "peakwatch_stats"):
+        raise MeasurementError("the memory shim is not preloaded (LD_PRELOAD)")
+    import tvm
+
+    from planner.tvm import llm_runtime
+
+    dev = tvm.cpu()
+    with np.load(request["params"]) as data:
+        host = [data[f"arr_{i}"] for i in range(len(data.files))]
+    before = _stats(shim)["live"]
+    params = [tvm.runtime.tensor(value, dev) for value in host]
+    params_bytes = _stats(shim)["live"] - before
+    machine = _virtual_machine()(loaded, dev, memory_cfg=memory_cfg)
+    sizes, before = _live_sizes(shim), _stats(shim)["live"]
+    session = llm_runtime.Session({function: machine}, params, request["cache_arguments"])
+    cache_bytes = _stats(shim)["live"] - before
+    made = _live_sizes(shim) - sizes
+    step = llm_runtime.at_bound(function, **request["bounds"])
+    arrays = session.upload(step, dev)
+    session.add(step.sequences)
+    start = _stats(shim)
+    shim.peakwatch_reset_peak()
+    logits = session.run(step, arrays)
+    during = _stats(shim)
+    del logits
+    return {
+        "memory_cfg": memory_cfg,
+        "params_bytes": params_bytes,
+        "kv_cache_bytes": cache_bytes,
+        "kv_cache_allocations": sorted(
+            ([size, count] for size, count in made.items()), reverse=True
+        ),
+        "inference_peak_bytes": during["peak"] - start["live"],
+        "retained_bytes": during["live"] - start["live"],
+        "allocator_calls": during["calls"],
+        "untracked_allocations": during["untracked"],
+    }
+
+
 def _load_runtime_extras(tvm) -> None:
     """TVM 0.27 keeps some runtime functions that builds call (``tvm.contrib.sort.topk``,
     which a mixture of experts' router needs) in ``libtvm_runtime_extra``, which ``import
@@ -287,22 +346,28 @@ def _serve() -> None:
                 last = None  # the previous build is let go before the next is loaded
                 last = (request["executable"],
                         _load(request["executable"], kernels.get(library)))
-            answer = _in_child(
-                last[1], request["arrays"], request["entry"], request["memory_cfg"],
-            )
+            if request.get("kind") == "llm":
+                answer = _in_child(
+                    _measure_llm_here, last[1], request, request["entry"], request["memory_cfg"]
+                )
+            else:
+                answer = _in_child(
+                    _measure_here, last[1], request["arrays"], request["entry"],
+                    request["memory_cfg"],
+                )
         except Exception as exc:  # one failed measurement is that build's, not the job's
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 
 
-def _in_child(*request) -> dict:
+def _in_child(measure, *request) -> dict:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: measure, hand the figures over, leave without clean-up
         os.close(read_end)
         try:
-            answer = _measure_here(*request)
+            answer = measure(*request)
         except BaseException as exc:
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         with os.fdopen(write_end, "w") as out:

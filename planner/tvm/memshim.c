@@ -83,3 +83,18 @@ void peakwatch_stats(size_t *out) {
     out[4] = untracked;
     pthread_mutex_unlock(&lock);
 }
+
+/* The sizes of the allocations live now, up to ``capacity`` of them; returns how many are
+ * live. Two calls around a step tell which allocations it made and kept (a KV cache's pages
+ * apart from its working buffers), not only their sum. */
+size_t peakwatch_live_sizes(size_t *out, size_t capacity) {
+    size_t count = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < SLOTS; i++) {
+        if (table[i].ptr == NULL || table[i].ptr == TOMBSTONE) continue;
+        if (count < capacity) out[count] = table[i].size;
+        count++;
+    }
+    pthread_mutex_unlock(&lock);
+    return count;
+}

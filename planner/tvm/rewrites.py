@@ -39,7 +39,7 @@ from tvm import relax, s_tir
 
 from planner import strategies as library
 from planner.problem import Buffer, Problem
-from planner.tvm.compat import SBlock, SBlockRealize, region_buffer
+from planner.tvm.compat import Analyzer, SBlock, SBlockRealize, region_buffer
 from planner.tvm.extract import ARENA_ALIGNMENT, Extraction, bindings_of
 from planner.tvm.kernel_accesses import (
     GpuKernel,
@@ -390,19 +390,58 @@ def inline_pool_padding(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
     kernel that is cheap to begin with; convolutions keep their padded buffer (their inner
     loop is where the time goes).
     """
+
+    def padding(name: str, func: tvm.tirx.PrimFunc) -> list[str]:
+        if "pool" not in name:
+            return []
+        return [b.name_hint for b in kernel_blocks(func) or [] if b.name_hint == "pad_temp"]
+
+    return _inline_blocks(mod, padding)
+
+
+def inline_copy_blocks(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
+    """Read a fused kernel's copies where they are used instead of through a temporary.
+
+    Legalising ``split`` inside a fused kernel copies each section into a temporary of its
+    own before the rest of the kernel reads it: a Llama MLP's ``silu(gate) * up`` over a
+    fused gate and up projection copies both halves, two temporaries each as large as its
+    output, alive at the prefill's peak. A block that only copies a slice costs nothing to
+    compute where it is read, so it is inlined; every other block stays as TVM scheduled
+    it.
+    """
+
+    def copies(name: str, func: tvm.tirx.PrimFunc) -> list[str]:
+        # A concatenation's copies are left to the concatenation rewrite (find_rewrites),
+        # which finds them by these blocks and removes the copy across kernels.
+        return [
+            b.name_hint for b in kernel_blocks(func) or []
+            if _only_copies(b, func) and not b.name_hint.startswith("T_concat")
+        ]
+
+    return _inline_blocks(mod, copies)
+
+
+def _inline_blocks(mod: tvm.IRModule, choose) -> tuple[tvm.IRModule, list[str]]:
+    """``mod`` with the blocks ``choose(kernel name, kernel)`` names computed where they are
+    read (a block TVM cannot inline stays), and the kernels that changed."""
     functions = dict(mod.functions)
     builder = relax.BlockBuilder()
     renamed: dict[relax.GlobalVar, relax.GlobalVar] = {}
     for gvar, func in mod.functions.items():
-        if not isinstance(func, tvm.tirx.PrimFunc) or "pool" not in gvar.name_hint:
+        if not isinstance(func, tvm.tirx.PrimFunc):
             continue
-        blocks = kernel_blocks(func) or []
-        if not any(b.name_hint == "pad_temp" for b in blocks):
+        chosen = choose(gvar.name_hint, func)
+        if not chosen:
             continue
         schedule = s_tir.Schedule(func)
-        try:
-            schedule.compute_inline(schedule.get_sblock("pad_temp"))
-        except s_tir.ScheduleError:
+        inlined = 0
+        for name in chosen:
+            try:
+                schedule.compute_inline(schedule.get_sblock(name))
+                inlined += 1
+            except s_tir.ScheduleError:
+                continue
+        if not inlined:
             continue
         del functions[gvar]
         renamed[gvar] = builder.add_func(schedule.mod["main"], gvar.name_hint)
@@ -414,6 +453,30 @@ def inline_pool_padding(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[str]]:
         if isinstance(func, relax.Function):
             functions[gvar] = _retarget_calls(func, renamed)
     return tvm.IRModule(functions, attrs=mod.attrs), [g.name_hint for g in renamed]
+
+
+def _only_copies(block: SBlock, kernel: tvm.tirx.PrimFunc) -> bool:
+    """Whether ``block`` copies a slice (every index its own, shifted by a constant) into a
+    temporary of ``kernel`` (not into an output, which the caller reads); ``kernel`` is one
+    :func:`kernel_blocks` read. A transpose or a gather also only copies, but its consumer
+    would then read across rows in its inner loop, which costs time; a slice reads as
+    before."""
+    body = block.body
+    if block.init is not None or not isinstance(body, tvm.tirx.BufferStore):
+        return False
+    load = body.value
+    if not isinstance(load, _LOAD) or not any(
+        body.buffer.same_as(temporary) for temporary in kernel.body.block.alloc_buffers
+    ):
+        return False
+    stored, loaded = list(body.indices), list(load.indices)
+    if len(stored) != len(loaded):
+        return False
+    analyzer = Analyzer()
+    return all(
+        isinstance(analyzer.simplify(a - b), tvm.tirx.IntImm)
+        for a, b in zip(loaded, stored, strict=True)
+    )
 
 
 def _retarget_calls(func: relax.Function, renamed) -> relax.Function:

@@ -166,3 +166,34 @@ def test_every_strategy_builds_exports_and_compiles_its_kernels_for_the_arch(
         assert any(b"_inplace_kernel(" in code for code in sources)
         # The convolutions' threads read windows of their inputs: said, not left silent.
         assert any("other threads read" in s["reason"] for s in rewritten.rewrites["skipped"])
+
+
+def test_an_llm_deployment_s_cuda_build_compiles_every_function_for_the_arch(nvrtc_calls):
+    """The decoder of docs/llm.md with TVM's paged KV cache, built for a GPU without one:
+    every function of every strategy builds, its kernels (the cache's attention kernels
+    among them) compiled by NVRTC to cubins for the architecture asked for."""
+    pytest.importorskip("transformers")
+    from planner.tvm.llm import compile_deployment
+    from planner.tvm.torch_libraries import prepare_torch_libraries
+    from planner.tvm.zoo.llm import DecoderConfig, decoder_deployment
+
+    prepare_torch_libraries()
+    target = json.dumps({"kind": "cuda", "arch": "sm_80"})
+    config = DecoderConfig(layers=1, hidden=64, heads=4, kv_heads=2, intermediate=128,
+                           vocab=256, context_window=64, prefill_chunk=16)
+    deployment = decoder_deployment(config, target=tvm.target.Target(target))
+
+    report = compile_deployment(deployment, ["best-fit+rewrites"], target=target, measure=False)
+
+    for strategy, by_function in report.functions.items():
+        assert set(by_function) == {"prefill", "decode", "batch_prefill", "batch_decode"}
+        for function, r in by_function.items():
+            assert r.error is None, (strategy, function, r.error)
+            assert r.planned_bytes >= r.lower_bound_bytes > 0
+    assert nvrtc_calls
+    assert {cubin_arch(cubin) for _, _, cubin in nvrtc_calls} == {"sm_80"}
+    sources = "".join(code for code, _, _ in nvrtc_calls)
+    # The cache's own kernels (its paged decode attention, its append) beside the model's.
+    for kernel in ("batch_decode_paged_kv_kernel", "tir_kv_cache_transpose_append_kernel",
+                   "fused_split_silu_multiply_kernel"):
+        assert f" {kernel}(" in sources, kernel
