@@ -325,6 +325,7 @@ def _check_and_time(deployment: LLMDeployment, builds: dict, repeat: int, seed: 
     inputs = _reference_steps(deployment, seed)
     params = [tvm.runtime.tensor(p, dev) for p in deployment.params]
     reference_outputs = None
+    sessions: dict[str, Session] = {}
     for strategy, by_function in builds.items():
         reports = [b.report for b in by_function.values()]
         if not all(b.report.ok and b.executable is not None for b in by_function.values()):
@@ -357,6 +358,9 @@ def _check_and_time(deployment: LLMDeployment, builds: dict, repeat: int, seed: 
                         f"TVM's build differs from {deployment.reference.name}: {verdict}"
                     )
         if reference_outputs is None:
+            # Unchecked is not matching: the Result must not read as a plan that was.
+            for report in reports:
+                report.error = "not checked: TVM's stock build, every build's reference, failed"
             continue
         verdict, worst = _judge(names, reference_outputs, got, RTOL, ATOL)
         for report in reports:
@@ -364,7 +368,8 @@ def _check_and_time(deployment: LLMDeployment, builds: dict, repeat: int, seed: 
             report.max_abs_diff = worst
             if verdict and strategy != STOCK:
                 report.error = f"outputs differ from tvm-stock: {verdict}"
-        _time(session, by_function, deployment.config, repeat, dev)
+        sessions[strategy] = session
+    _time(sessions, builds, deployment.config, repeat, dev)
 
 
 def _aligned(expected, names):
@@ -385,24 +390,33 @@ def _judge(names, expected, got, rtol, atol) -> tuple[str, float | None]:
     return first, worst
 
 
-def _time(session: Session, by_function: dict, config: DecoderConfig, repeat: int, dev) -> None:
-    """Each function's latency at its bounds (a whole prefill chunk, one decode step), the
-    sequences removed after each run so that every run starts from the same cache."""
-    for function, build in by_function.items():
+def _time(sessions: dict[str, Session], builds: dict, config: DecoderConfig, repeat: int,
+          dev) -> None:
+    """Each function's latency at its bounds (a whole prefill chunk, one decode step per
+    sequence) under every strategy that ran, the strategies timed in turn, sample after
+    sample, so that a slow phase of a shared host falls on all of them alike (as
+    :func:`planner.tvm.execute.interleaved_latency` times single-function builds). Each run
+    starts from the same empty cache: the sequences are removed after it."""
+    functions = {f for by_function in builds.values() for f in by_function}
+    for function in [f for f in MODEL_FUNCTIONS if f in functions]:
         one = at_bound(function, config.prefill_chunk, config.max_batch, config.vocab)
-        arrays = session.upload(one, dev)
-        samples = []
-        for _ in range(max(repeat, 1) + 1):
-            t0 = time.perf_counter()
-            session.run(one, arrays)
-            samples.append((time.perf_counter() - t0) * 1e3)
-            session.clear()
-        samples = samples[1:]  # the first run pays for first-touch page faults
-        build.report.latency_ms = {
-            "median": float(np.median(samples)),
-            "p90": float(np.percentile(samples, 90)),
-            "samples": samples,
-        }
+        timed = {s: (session, session.upload(one, dev)) for s, session in sessions.items()
+                 if function in session.machines}
+        samples: dict[str, list[float]] = {s: [] for s in timed}
+        for index in range(max(repeat, 1) + 1):
+            for strategy, (session, arrays) in timed.items():
+                t0 = time.perf_counter()
+                session.run(one, arrays)
+                elapsed = (time.perf_counter() - t0) * 1e3
+                session.clear()
+                if index:  # the first run of each pays for first-touch page faults
+                    samples[strategy].append(elapsed)
+        for strategy, values in samples.items():
+            builds[strategy][function].report.latency_ms = {
+                "median": float(np.median(values)),
+                "p90": float(np.percentile(values, 90)),
+                "samples": values,
+            }
 
 
 def _measure(deployment: LLMDeployment, builds: dict, libraries: KernelLibraries,
