@@ -13,7 +13,7 @@ import json
 import sys
 
 from planner.cli import CommandLineError, register_strategy_names, register_subcommand
-from planner.tvm.strategies import strategy_names
+from planner.tvm.strategies import registry
 
 DEFAULT_STRATEGIES = ("best-fit", "best-fit+rewrites")
 
@@ -122,4 +122,6 @@ register_subcommand(
     "llm", configure, handle,
     help="plan, check and measure a TVM LLM deployment (prefill, decode, KV cache)",
 )
-register_strategy_names("llm", strategy_names)
+register_strategy_names(
+    "llm", lambda: ((name, strategy.summary) for name, strategy in registry().items())
+)

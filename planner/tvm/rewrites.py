@@ -472,7 +472,7 @@ def _only_copies(block: SBlock, kernel: tvm.tirx.PrimFunc) -> bool:
     ):
         return False
     stored, loaded = list(body.indices), list(load.indices)
-    if len(stored) != len(loaded):
+    if len(stored) != len(loaded) or Analyzer is None:
         return False
     analyzer = Analyzer()
     return all(

@@ -37,12 +37,14 @@ TINY = DecoderConfig(
 )
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: xdist may run another file's tests between two of this file's, which
+# would build a module-scoped one again.
+@pytest.fixture(scope="session")
 def deployment():
     return decoder_deployment(TINY)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def report(deployment):
     return compile_deployment(deployment, ["best-fit", "best-fit+rewrites"], repeat=1)
 
@@ -172,7 +174,8 @@ def test_a_model_file_s_own_decoder_plans_and_every_build_matches_tvm_s():
     )
     assert deployment.config.context_window == 64 and deployment.config.prefill_chunk == 16
     assert deployment.reference is None
-    report = compile_deployment(deployment, ["best-fit+rewrites"], repeat=1, measure=False)
+    # best-fit shares tvm-stock's kernels: a second plan checked for the price of one build.
+    report = compile_deployment(deployment, ["best-fit"], repeat=1, measure=False)
     for strategy, by_function in report.functions.items():
         assert list(by_function) == list(MODEL_FUNCTIONS)
         for function, r in by_function.items():
