@@ -15,7 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
+# Session-scoped: xdist may run another file's tests between two of this file's, and a
+# module-scoped fixture built again met the first build's leftovers in build/ ("File
+# exists: ...dist-info", CI of 035a898).
+@pytest.fixture(scope="session")
 def installed(tmp_path_factory):
     """A virtual environment holding Peakwatch as a package (its requirements from the
     system's site-packages, as pip would install them), and an empty folder outside the
