@@ -14,6 +14,10 @@ from tests.helpers import Repo
 _SHARED_SESSIONS = {"toolchains": "tests/toolchains/"}
 
 
+# tryfirst: xdist's worker reads the group markers in its own hook of the same name, which
+# ran first and found none (every file's tests were spread over both processes, and each
+# built its module-scoped fixtures, CI of 035a898).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``--dist loadgroup``, .ci/run), each file's tests run in one
     process, so that a module-scoped fixture (a compiled model) is built once; files that
