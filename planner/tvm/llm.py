@@ -154,6 +154,7 @@ def compile_deployment(
     libraries = libraries if libraries is not None else KernelLibraries()
     order = list({s.name: s for s in (*check_names([STOCK]), *chosen)}.values())
     env = environment()
+    pages = kv_cache_pages(config)
     runs_here = tgt.kind.name in ("llvm", "c")
     with tempfile.TemporaryDirectory(prefix="peakwatch-llm-") as scratch:
         # Each kernel library is written out and loaded as it is built: the checks' VMs
@@ -173,9 +174,9 @@ def compile_deployment(
             tvm_version=tvm.__version__,
             params_bytes=deployment.params_bytes,
             kv_cache={
-                "formula_bytes": kv_cache_pages(config)["bytes"],
-                "formula": kv_cache_pages(config)["formula"],
-                "pages": kv_cache_pages(config)["pages"],
+                "formula_bytes": pages["bytes"],
+                "formula": pages["formula"],
+                "pages": pages["pages"],
             },
             functions={
                 s.name: {f: b.report for f, b in builds[s.name].items()}
