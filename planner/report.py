@@ -134,6 +134,12 @@ class StrategyReport:
     #: Figures that only the repository's own process measured (a repository planner's
     #: time), so pages can say so; every other figure is Peakwatch's own.
     reported_by_repository: list[str] = field(default_factory=list)
+    #: An LLM deployment's memory at this point (planner.tvm.llm.strategy_reports):
+    #: ``params_bytes``, ``kv_cache`` (``formula_bytes``, ``allocated_bytes``),
+    #: ``temporary_bytes`` (its worst function's planned bytes, which the report's figures
+    #: are), ``worst_function``, ``total_bytes``, ``tvm_estimate_bytes`` and ``functions``:
+    #: each function's figures by name. Empty for any other model.
+    llm: dict = field(default_factory=dict)
     error: str | None = None
     #: What the compile's import looked at of the checkout, as the worker's view of it
     #: saw (``workers/sandbox/view.py``); None: not known. Never in a report's JSON: no
@@ -238,7 +244,7 @@ _FLAGS = ("outputs_match", "proven_optimal")
 WORKSPACE_SOURCES = ("estimate", "counted", "measured")
 _TEXTS = ("tvm_version", "target", "model_source", "entry", "inputs_file", "reference_check")
 _OBJECTS = ("measured", "peak", "rewrites", "shape_bounds", "order", "environment",
-            "tolerance", "artifacts", "shape_point", "peak_formula")
+            "tolerance", "artifacts", "shape_point", "peak_formula", "llm")
 #: The most bytes a figure may claim (an exabyte): anything above is no measurement.
 MAX_BYTES = 1 << 60
 MAX_TEXT = 20_000
@@ -300,6 +306,7 @@ def parse_report(data: Any) -> StrategyReport:
         _count(board, "memory_capacity")
     _shape_point(data.get("shape_point"))
     _latency(data.get("latency_ms"))
+    _llm(data.get("llm"))
     report = StrategyReport.from_json(data)
     if report.ok:
         _adds_up(report)
@@ -350,6 +357,41 @@ def _latency(value: Any) -> None:
         raise InvalidReport("latency_ms.samples is not a list of timings")
     for sample in samples:
         _number({"latency_ms.samples": sample}, "latency_ms.samples")
+
+
+#: What an LLM report's ``functions`` may name: the deployment's model functions.
+LLM_FUNCTIONS = ("prefill", "decode", "batch_prefill", "batch_decode")
+_LLM_FUNCTION_BYTES = ("planned_bytes", "lower_bound_bytes", "measured_peak_bytes")
+
+
+def _llm(value: Any) -> None:
+    """An LLM breakdown's figures are byte counts that add up, by known function names."""
+    if not value:
+        return
+    for name in ("params_bytes", "temporary_bytes", "total_bytes", "tvm_estimate_bytes"):
+        _count(value, name, required=True)
+    cache = value.get("kv_cache")
+    if not isinstance(cache, dict):
+        raise InvalidReport("llm.kv_cache is not an object")
+    _count(cache, "formula_bytes", required=True)
+    _count(cache, "allocated_bytes")
+    functions = value.get("functions")
+    if not isinstance(functions, dict) or not set(functions) <= set(LLM_FUNCTIONS):
+        raise InvalidReport(f"llm.functions names functions other than {', '.join(LLM_FUNCTIONS)}")
+    for name, figures in functions.items():
+        if not isinstance(figures, dict):
+            raise InvalidReport(f"llm.functions.{name} is not an object")
+        for figure in _LLM_FUNCTION_BYTES:
+            _count(figures, figure)
+        _number(figures, "latency_ms")
+    worst = value.get("worst_function")
+    if worst not in functions:
+        raise InvalidReport("llm.worst_function is not one of its functions")
+    if functions[worst].get("planned_bytes") != value["temporary_bytes"]:
+        raise InvalidReport("llm.temporary_bytes is not its worst function's planned bytes")
+    cache_bytes = cache.get("allocated_bytes") or cache["formula_bytes"]
+    if value["total_bytes"] != value["params_bytes"] + cache_bytes + value["temporary_bytes"]:
+        raise InvalidReport("llm.total_bytes is not the parameters, KV cache and temporary memory")
 
 
 def _bounded(value: Any, name: str) -> None:

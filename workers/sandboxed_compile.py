@@ -18,6 +18,7 @@ from pathlib import Path
 from planner.checkout_reads import CheckoutReads, InvalidReads, parse_reads
 from planner.job_spec import CudaOptions, JobSpec, MicroOptions
 from planner.report import StrategyReport
+from planner.tvm import llm_imported
 from planner.tvm.imported import FILES, UNBOUND_FILE
 from planner.tvm.toolchain import Toolchain
 from workers import sandbox, trust
@@ -128,6 +129,8 @@ class SandboxedCompile:
             received = artifacts / "compile" / "network"
             # Only the micro board reads the unbound module: nothing else gets a second one.
             wanted = [f for f in FILES if spec.micro is not None or f != UNBOUND_FILE]
+            # An LLM deployment comes as a folder per point instead (planner.tvm.llm_imported).
+            wanted += llm_imported.handover_files(len(job.points))
             trust.copy_plain_files(handed, received, wanted, self.limits.file_bytes)
         except (sandbox.SandboxError, trust.HandoverError) as exc:
             return job.failed(f"SandboxError: {exc}")

@@ -242,6 +242,7 @@ def copy_plain_files(source: Path, target: Path, names, limit: int) -> None:
         if isinstance(handle, str):
             raise HandoverError(f"{name}: {handle}")
         copied = target / name
+        copied.parent.mkdir(parents=True, exist_ok=True)
         with handle, open(copied, "wb") as copy:
             shutil.copyfileobj(handle, copy)
         # The copy is checked, not the child's file: what is checked is what is read next.

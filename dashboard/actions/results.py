@@ -79,6 +79,9 @@ def record_result(
         "reference_check": report.reference_check,
         "reference_max_abs_diff": _finite(report.reference_max_abs_diff),
     }
+    if report.llm:
+        # An LLM deployment's breakdown: parameters, KV cache, each function's figures.
+        details["llm"] = report.llm
     if tolerance:
         details["alert_tolerance"] = tolerance
     if report.board is not None:

@@ -176,7 +176,7 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
 
     from planner.tvm.zoo.network import Network
 
-    text = _read(folder / (UNBOUND_FILE if unbound else MODULE_FILE))
+    text = read_handed(folder / (UNBOUND_FILE if unbound else MODULE_FILE))
     written_by = check_module(text)
     try:
         if written_by == tvm.__version__:
@@ -191,7 +191,7 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
         raise ImportedError(f"the imported module does not load: {exc}") from None
     if not isinstance(mod, tvm.IRModule):
         raise ImportedError(f"the imported module is a {type(mod).__name__}, not an IRModule")
-    meta = _json(folder / NETWORK_FILE, dict)
+    meta = read_handed_json(folder / NETWORK_FILE, dict)
     entry = _string(meta.get("entry"), "entry")
     func = next((f for gv, f in mod.functions.items() if gv.name_hint == entry), None)
     if not isinstance(func, relax.Function):
@@ -385,7 +385,7 @@ def _narrow_dtypes(value) -> dict[str, str]:
 
 def _plans(path: Path) -> dict[str, dict]:
     plans = {}
-    for strategy, plan in _json(path, dict).items():
+    for strategy, plan in read_handed_json(path, dict).items():
         if not isinstance(plan, dict):
             raise ImportedError(f"the plan of {strategy[:MAX_NAME]!r} is not an object")
         if "error" in plan:
@@ -403,18 +403,18 @@ def _plans(path: Path) -> dict[str, dict]:
     return plans
 
 
-def _read(path: Path) -> str:
+def read_handed(path: Path) -> str:
     try:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise ImportedError(f"{path.name} cannot be read: {exc}") from None
 
 
-def _json(path: Path, kind: type):
+def read_handed_json(path: Path, kind: type):
     if not path.exists():
         return kind()
     try:
-        value = json.loads(_read(path))
+        value = json.loads(read_handed(path))
     except (ValueError, RecursionError) as exc:
         raise ImportedError(f"{path.name} is not JSON: {exc}") from None
     if not isinstance(value, kind):

@@ -35,7 +35,7 @@ from pathlib import Path
 from planner.job_spec import JobSpec
 from planner.report import StrategyReport
 from planner.shapes import ShapeAxis
-from planner.tvm.steps import failure_text
+from planner.tvm.steps import failure_text, step
 
 
 def run(job: JobSpec) -> list[StrategyReport]:
@@ -64,11 +64,16 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
     source = ModelSource(job.source, job.params)
     root = Path(job.base_dir) if job.base_dir else None
     axis = ShapeAxis.from_json(job.shapes) if job.shapes is not None else None
+    from planner.tvm.zoo.llm import DeploymentReturned
+
     try:
         target = lowering.make_target(job.target)
-        bound = imported_network(
-            source, target, base_dir=root, pipeline=job.pipeline, seed=job.seed, axis=axis,
-        )
+        try:
+            bound = imported_network(
+                source, target, base_dir=root, pipeline=job.pipeline, seed=job.seed, axis=axis,
+            )
+        except DeploymentReturned as returned:
+            return _import_deployment(job, returned, root, target, axis)
         unbound = None
         if job.micro is not None:
             # A micro board keeps the weights apart from the model (in flash), so it gets
@@ -99,6 +104,47 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
     except Exception as exc:  # a model that does not build is a failed Result per strategy
         logging.getLogger(__name__).exception("model %s failed to build", job.model)
         return _failed(job, failure_text(exc, "source"))
+    return []
+
+
+def _import_deployment(job: JobSpec, returned, root, target, axis) -> list[StrategyReport]:
+    """An LLM deployment (the model file returned one): built at each point of its axis,
+    the context window and the prefill chunk, and handed over with the framework's logits
+    (:mod:`planner.tvm.llm_imported`). The factory is called again for a point only where it
+    takes the point's sizes; the cache's sizes are the point's either way."""
+    import inspect
+    from dataclasses import replace as replaced
+
+    from planner.tvm import llm_imported, repo_code
+    from planner.tvm.zoo.llm import load_deployment
+
+    points = list(axis.points) if axis is not None else [{}]
+    unknown = sorted({s for p in points for s in p} - set(llm_imported.AXIS_SYMBOLS))
+    if unknown:
+        return _failed(job, (
+            f"an LLM deployment's shape axis is its {' and '.join(llm_imported.AXIS_SYMBOLS)}, "
+            f"not {', '.join(unknown)}"
+        ))
+    try:
+        accepted = set(inspect.signature(
+            getattr(repo_code.import_file(returned.path), returned.factory)
+        ).parameters)
+    except (TypeError, ValueError):
+        accepted = set()
+    deployments = []
+    for point in points:
+        deployment = returned.deployment
+        if set(point) & accepted and point != (axis.bounds if axis else {}):
+            deployment = load_deployment(returned.path, returned.factory, job.params, point)
+        # The cache's sizes are the point's, whether or not the factory took them.
+        deployment = replaced(deployment, config=replaced(deployment.config, **point))
+        if job.pipeline:
+            with step("pipeline"):
+                module = repo_code.run_pipeline(deployment.mod, job.pipeline, root, target)
+            deployment = replaced(deployment, mod=module)
+        deployments.append(deployment)
+    llm_imported.save(deployments, points, Path(job.out), seed=job.seed)
+    # A repository planner's strategy fails in the compile phase, which says why.
     return []
 
 
@@ -168,6 +214,14 @@ def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
             return _failed(job, failure)
     source = ModelSource(job.source, job.params)
     imported = None
+    if job.imported:
+        from planner.tvm import llm_imported
+
+        if llm_imported.is_deployment(Path(job.imported)):
+            try:
+                return _compile_deployments(job, measurer)
+            finally:
+                measurer.close()
     if job.imported:
         from planner.tvm.imported import ImportedError, load_imported
 
@@ -242,6 +296,58 @@ def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
             _micro_points(reports, source, micro, job, unbound)
     if job.cuda is not None and job.cuda.measure_memory and job.check_locally:
         _measure_cuda_memory(reports, job.cuda.arch)
+    return reports
+
+
+def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
+    """An LLM deployment the import handed over, at each point: every function planned,
+    built, checked and measured under each strategy (:func:`planner.tvm.llm.compile_deployment`),
+    a report per strategy and point."""
+    from planner.tvm import llm, llm_imported
+    from planner.tvm.imported import ImportedError
+    from planner.tvm.kernels import KernelLibraries
+    from planner.tvm.strategies import REPO_PREFIX
+
+    folder = Path(job.imported)
+    expected = list(ShapeAxis.from_json(job.shapes).points) if job.shapes else [{}]
+    try:
+        points = llm_imported.points(folder)
+    except ImportedError as exc:
+        return _failed(job, f"the repository's process handed over {exc}")
+    if points != expected:
+        return _failed(job, "the repository's process handed over other points than the job's")
+    if job.micro is not None or not job.check_locally:
+        return _failed(job, "LLM deployments are planned and measured on a board that runs "
+                            "them in the compiling process (cpu, cuda)")
+    planned = [s for s in job.strategies if not s.startswith(REPO_PREFIX)]
+    libraries = KernelLibraries()  # the cache's kernels, built once for every point
+    reports = []
+    for index, point in enumerate(points):
+        by_strategy: dict[str, StrategyReport] = {}
+        try:
+            deployment = llm_imported.load(folder, index, point, name=job.model)
+            report = llm.compile_deployment(
+                deployment, planned, target=_target_of(job), repeat=job.repeat,
+                seed=job.seed, measure=job.memory_configs is None or bool(job.memory_configs),
+                libraries=libraries, measurer=measurer,
+            )
+            for result in llm.strategy_reports(report, planned, model=job.model, point=point):
+                result.model_source = job.source
+                by_strategy[result.strategy] = result
+        except ImportedError as exc:
+            error = f"the repository's process handed over {exc}"
+        except Exception as exc:  # a deployment that does not build fails its point
+            logging.getLogger(__name__).exception("model %s failed to build", job.model)
+            error = failure_text(exc, "build")
+        else:
+            error = ("a repository planner plans one function's problem; an LLM deployment's "
+                     "functions are planned by Peakwatch's strategies only")
+        reports.extend(
+            by_strategy.get(name) or StrategyReport.failed(
+                job.model, name, error, model_source=job.source, shape_point=dict(point)
+            )
+            for name in job.strategies
+        )
     return reports
 
 

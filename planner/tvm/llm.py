@@ -251,26 +251,41 @@ def _only(lowered: tvm.IRModule, function: str) -> tvm.IRModule:
     return relax.transform.DeadCodeElimination(keep)(lowered)
 
 
-def _reference_steps(deployment: LLMDeployment, seed: int) -> dict:
-    """The token ids every build is checked on, and the framework's logits for them."""
-    config = deployment.config
+def scenario_tokens(config: DecoderConfig, seed: int) -> dict:
+    """The token ids every build is checked on: a whole prefill chunk and decode steps, then
+    two sequences of different lengths together, where the cache takes two."""
     rng = np.random.default_rng(seed)
     prompt = rng.integers(0, config.vocab, config.prefill_chunk).tolist()
     steps = rng.integers(0, config.vocab, DECODE_STEPS).tolist()
-    # Two sequences of different lengths together, where the cache takes two.
     split = max(1, config.prefill_chunk // 3)
     prompts = [prompt[:split], prompt[split:]] if config.max_batch >= 2 else [prompt]
     prompts = [p for p in prompts if p]
-    nexts = steps[: len(prompts)]
+    return {"prompt": prompt, "steps": steps, "prompts": prompts,
+            "nexts": steps[: len(prompts)]}
+
+
+def reference_runs(tokens: dict) -> list[tuple[list[int], list[int]]]:
+    """The framework runs (prompt, decode tokens) whose logits check ``tokens``' steps."""
+    return [(tokens["prompt"], tokens["steps"]), *(
+        (p, [t]) for p, t in zip(tokens["prompts"], tokens["nexts"], strict=True)
+    )]
+
+
+def _reference_steps(deployment: LLMDeployment, seed: int) -> dict:
+    """The token ids every build is checked on, and the framework's logits for them
+    (``expected``; None with the reason in ``missing`` where there are none)."""
+    inputs = {**scenario_tokens(deployment.config, seed), "expected": None, "missing": ""}
     reference = deployment.reference
-    expected = None
-    if reference is not None:
-        expected = {
-            "single": reference.run(prompt, steps),
-            "batch": [reference.run(p, [t]) for p, t in zip(prompts, nexts, strict=True)],
-        }
-    return {"prompt": prompt, "steps": steps, "prompts": prompts, "nexts": nexts,
-            "expected": expected}
+    if reference is None:
+        inputs["missing"] = "no reference: the deployment has no framework model"
+        return inputs
+    try:
+        single, *batch = [reference.run(p, s) for p, s in reference_runs(inputs)]
+    except Exception as exc:  # the framework failing is no verdict on TVM's build
+        inputs["missing"] = f"no reference: {reference.name} failed: {type(exc).__name__}: {exc}"
+        return inputs
+    inputs["expected"] = {"single": single, "batch": batch}
+    return inputs
 
 
 def _scenario(session: Session, inputs: dict, dev) -> list[tuple[str, np.ndarray]]:
@@ -348,7 +363,7 @@ def _check_and_time(deployment: LLMDeployment, builds: dict, repeat: int, seed: 
                                     REFERENCE_RTOL, REFERENCE_ATOL)
             for report in reports:
                 if expected is None:
-                    report.reference_check = "no reference: the deployment has no framework model"
+                    report.reference_check = inputs["missing"][:2000]
                     continue
                 report.reference_check = verdict or (
                     f"matches {deployment.reference.name} at every step ({len(names)} steps)"
@@ -528,3 +543,56 @@ def summary(report: LLMReport) -> str:
 
 def dumps(report: LLMReport) -> str:
     return json.dumps(report.to_json(), indent=2, default=str)
+
+
+def strategy_reports(report: LLMReport, strategies: Sequence[str], *, model: str,
+                     point: dict[str, int]) -> list[StrategyReport]:
+    """One report per strategy for a tracked run: its figures are the worst function's (the
+    deployment's temporary memory), ``llm`` holds every function's, the parameters, the
+    cache and the total; a function that failed fails the whole report, by name."""
+    import copy
+
+    results = []
+    for strategy in strategies:
+        by_function = report.functions.get(strategy, {})
+        worst, temporary = report.worst_function(strategy)
+        if not by_function or not worst:
+            failed = next((f"{f}: {r.error}" for f, r in by_function.items() if r.error), "")
+            results.append(StrategyReport.failed(
+                model, strategy, failed or "no function planned", shape_point=dict(point),
+                model_source=f"llm:{report.model}",
+            ))
+            continue
+        result = copy.deepcopy(by_function[worst])
+        result.model, result.strategy, result.shape_point = model, strategy, dict(point)
+        result.entry = worst
+        result.weights_bytes = report.params_bytes
+        failures = [f"{f}: {r.error}" for f, r in by_function.items() if r.error]
+        result.error = "; ".join(failures)[:20_000] or None
+        matches = [r.outputs_match for r in by_function.values()]
+        result.outputs_match = None if None in matches else all(matches)
+        diffs = [r.max_abs_diff for r in by_function.values() if r.max_abs_diff is not None]
+        result.max_abs_diff = max(diffs) if diffs else None
+        cache = {k: v for k, v in report.kv_cache.items() if k in (
+            "formula_bytes", "formula", "pages", "allocated_bytes", "pages_bytes",
+            "working_bytes", "warnings",
+        )}
+        result.llm = {
+            "params_bytes": report.params_bytes,
+            "kv_cache": cache,
+            "worst_function": worst,
+            "temporary_bytes": temporary,
+            "total_bytes": report.total_bytes(strategy),
+            "tvm_estimate_bytes": report.tvm_estimate_bytes,
+            "functions": {
+                f: {
+                    "planned_bytes": r.planned_bytes,
+                    "lower_bound_bytes": r.lower_bound_bytes,
+                    "measured_peak_bytes": r.measured_peak_bytes,
+                    "latency_ms": (r.latency_ms or {}).get("median"),
+                }
+                for f, r in by_function.items()
+            },
+        }
+        results.append(result)
+    return results

@@ -17,7 +17,11 @@ refused with its name:
   memory and VM operators, or TIR intrinsics other than arithmetic, math and thread
   primitives (no ``call_extern``, ``call_llvm_intrin``, ``address_of``, ``tvm_struct_set``,
   ``cuda.*``, ``ptx.*``);
-- every ``ExternFunc``'s symbol: a few of the Relax VM's own shape and tuple helpers;
+- every ``ExternFunc``'s symbol: a few of the Relax VM's own shape and tuple helpers, and
+  the paged KV cache's creation and attention calls that ``relax.frontend.nn.llm`` emits
+  (an LLM deployment's functions call them through ``call_pure_packed`` and
+  ``call_dps_packed``, which are allowed for that reason: whatever they call is an
+  ``ExternFunc`` on this list, or a function of the module);
 - the keys of function attributes, loop and block annotations and ``AttrStmt`` nodes; the
   module itself may carry no attributes;
 - every function name (``global_symbol`` and global variables), which the micro board
@@ -83,10 +87,12 @@ _RELAX_TYPES = {
 #: Operator attribute nodes (``relax.attrs.Conv2DAttrs`` ...) carry numbers and layouts only.
 _ALLOWED_TYPE_PREFIXES = ("relax.attrs.",)
 
-#: Relax operators that call a packed function, a closure or Python, by name.
+#: Relax operators that call a closure or Python, or a packed function with the VM's
+#: context. ``call_pure_packed`` and ``call_dps_packed`` are not here: the functions they
+#: can reach are the ``ExternFunc`` symbols below.
 _REFUSED_RELAX_OPS = {
-    "call_builtin_with_ctx", "call_dps_packed", "call_inplace_packed", "call_pure_packed",
-    "call_py_func", "invoke_closure", "invoke_pure_closure", "make_closure",
+    "call_builtin_with_ctx", "call_inplace_packed", "call_py_func", "invoke_closure",
+    "invoke_pure_closure", "make_closure",
 }
 _RELAX_OP_NAMESPACES = {"nn", "image", "vision", "inspect", "grad"}
 _PRIM_OPS = {"if_then_else", "likely", "ceil", "clz", "log2", "vscale"}
@@ -112,6 +118,14 @@ _EXTERN_SYMBOLS = {
         "match_shape", "check_tensor_info", "check_shape_info", "check_tuple_info",
         "check_prim_value_info", "check_func_info", "tensor_to_shape", "make_tuple",
     )
+} | {
+    # TVM's paged KV cache (relax.frontend.nn.llm.kv_cache): its creation, which takes the
+    # module's own attention kernels as arguments, and the calls a model makes on it.
+    "vm.builtin.paged_attention_kv_cache_create",
+    *(f"vm.builtin.attention_kv_cache_{name}" for name in (
+        "attention_with_fused_qkv", "self_attention", "cross_attention", "append_mla_kv",
+        "merge_attn_output_inplace", "get_query_positions",
+    )),
 }
 #: Registered functions a node may name: what TVM itself puts on an ``ExternFunc``'s type to
 #: derive its result from the call's type arguments.
@@ -122,6 +136,9 @@ _FUNCTION_ATTRS = {
     "tir_var_lower_bound", "relax.force_pure", "relax.rewrite_cuda_graph.capture_symbolic_vars",
     "tirx.has_reduction", "tir.has_reduction", "s_tir.is_scheduled", "layout_free_buffers",
     "dlight.tensorization", "relax.fused_func",
+    # What pattern fusion marks its functions with (FuseTransposeMatmul, as MLC-LLM runs
+    # it); with no "Codegen" key nothing hands them to an external compiler.
+    "Composite", "Primitive",
 }
 _STMT_ATTR_KEYS = {
     "thread_extent", "virtual_thread", "pragma_auto_unroll_max_step", "pragma_unroll_explicit",

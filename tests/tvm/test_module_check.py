@@ -150,6 +150,22 @@ def test_the_runtimes_own_helpers_may_be_called():
     check_module_json(tvm.ir.save_json(_packed_module("vm.builtin.copy")))
 
 
+@pytest.mark.parametrize("operator", [relax.call_dps_packed, relax.call_pure_packed])
+def test_packed_calls_reach_only_the_listed_functions(operator):
+    # An LLM deployment calls its KV cache through these operators; what they call is
+    # still checked by name.
+    builder = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4,), "float32"))
+    out = relax.TensorType((4,), "float32")
+    with builder.function("forward", [x]):
+        args = (x, out) if operator is relax.call_dps_packed else (x,)
+        kwargs = {} if operator is relax.call_dps_packed else {"ty_args": out}
+        y = builder.emit(operator("runtime.module.loadfile_so", *args, **kwargs))
+        builder.emit_func_output(y)
+    with pytest.raises(UnsafeModule, match="loadfile_so"):
+        check_module_json(tvm.ir.save_json(builder.get()))
+
+
 @pytest.mark.parametrize(
     "text, message",
     [

@@ -42,6 +42,19 @@ class LLMError(ValueError):
     """A decoder's configuration is wrong, or transformers is missing."""
 
 
+class DeploymentReturned(ValueError):
+    """A model file's factory returned an :class:`LLMDeployment` where a network was being
+    built. A tracked run's import (:mod:`planner.tvm.job`) takes the deployment from here;
+    anywhere else it says which command runs it."""
+
+    def __init__(self, deployment: LLMDeployment, path, factory: str) -> None:
+        super().__init__(
+            f"{path.name}:{factory} returned an LLM deployment; run it with "
+            f"`python3 -m planner llm --model {path.name}:{factory}`"
+        )
+        self.deployment, self.path, self.factory = deployment, path, factory
+
+
 @dataclass(frozen=True)
 class DecoderConfig:
     """A decoder's sizes and the cache it runs with.

@@ -17,6 +17,7 @@ symbols keep those names in the network, bounded by the axis.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -65,6 +66,10 @@ def load_factory(
             f"{path.name}:{factory_name} failed: {type(exc).__name__}: {exc}"
         ) from exc
     where = f"{path.name}:{factory_name}"
+    llm = sys.modules.get("planner.tvm.zoo.llm")
+    # Only a file that imported the deployment module can have returned one.
+    if llm is not None and isinstance(result, llm.LLMDeployment):
+        raise llm.DeploymentReturned(result, path, factory_name)
     if isinstance(result, Network):
         if axis is not None and axis.dims:
             raise PythonSourceError(
