@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from dashboard.artifact_storage import ArtifactMissing
+from dashboard.llm_memory import LLMMemory, change_rows, function_note
 from dashboard.models import Commit, Repository, Result, Toolchain
 from dashboard.served_artifacts import artifact_of, missing_text, open_served
 from planner.plan_diff import parse_plan
@@ -72,6 +73,20 @@ class ComparisonRow:
         )
 
     @property
+    def llm_parts(self) -> list[dict]:
+        """An LLM deployment's parameters, KV cache, functions and total on both sides;
+        empty for any other model."""
+        before = self.base.llm if self.base else None
+        after = self.head.llm if self.head else None
+        return change_rows(before, after) if before or after else []
+
+    @property
+    def llm_note(self) -> str:
+        """Which function moved, in words (``llm_memory.function_note``)."""
+        return function_note(self.base.llm if self.base else None,
+                             self.head.llm if self.head else None)
+
+    @property
     def base_latency(self):
         return self.base.latency_median_ms if self.base else None
 
@@ -108,6 +123,8 @@ class ComparisonRow:
             else None,
             "head_parts": self.head.breakdown.to_json() if self.head and self.head.breakdown
             else None,
+            # An LLM deployment's parameters, KV cache and functions, each side and change.
+            "llm_parts": self.llm_parts or None,
         }
 
 
@@ -203,6 +220,8 @@ class Figures:
     #: series.
     series_ids: tuple[int, int, int, int, str] | None = None
     breakdown: Breakdown | None = None
+    #: An LLM deployment's parameters, KV cache and functions; None for any other model.
+    llm: LLMMemory | None = None
 
     @property
     def is_reused(self) -> bool:
@@ -223,13 +242,15 @@ def results_of(commit: Commit) -> dict[tuple[str, str, str, str, str], Figures]:
             "model_id", "strategy_id", "board_id", "toolchain_id", "shape_label",
             "intermediate_bytes", "output_bytes",
             "details__kernel_workspace_bytes", "details__kernel_workspace_source",
+            "details__llm",
         )
     )
     # Ascending ids: a later run's Result replaces the earlier one of its series.
     return {
         tuple(row[:5]): Figures(
             *row[5:9], series_ids=row[9:14],
-            breakdown=Breakdown.from_columns(row[6], *row[14:]),
+            breakdown=Breakdown.from_columns(row[6], *row[14:18]),
+            llm=LLMMemory.of({"llm": row[18]}),
         )
         for row in rows
     }

@@ -13,6 +13,7 @@ from django.utils.text import slugify
 
 from dashboard.artifact_storage import get_artifact_storage
 from dashboard.fields import EncryptedTextField
+from dashboard.llm_memory import LLMMemory, function_note
 from dashboard.querysets import (
     AlertQuerySet,
     CommitQuerySet,
@@ -780,6 +781,14 @@ class Alert(models.Model):
     def at_point(self) -> str:
         """" at h=256,w=256" where the alert is on a shape point, else ""."""
         return f" at {self.shape_label}" if self.shape_label else ""
+
+    @property
+    def function_note(self) -> str:
+        """For an LLM deployment, the function that moved ("decode grew most: ... ; worst
+        function prefill"); "" for any other model."""
+        return function_note(
+            LLMMemory.of(self.baseline.details), LLMMemory.of(self.result.details)
+        )
 
     def trend_url(self) -> str:
         """The model's page opened on this alert: its board and toolchain, its shape point

@@ -128,10 +128,11 @@ def pull_request_comment(run: Run, base: Commit | None, alerts: list[Alert]) -> 
     for row in changed:
         mark = " :warning:" if row.series_ids in flagged else ""
         at = f" at {row.shape_label}" if row.shape_label else ""
+        note = f" ({row.llm_note})" if row.llm_note else ""
         lines.append(
             f"| {row.model}{at}{mark} | {row.strategy} | {row.board} | "
             f"{human_bytes(row.base_bytes)} | {human_bytes(row.head_bytes)} | "
-            f"{_signed(row.bytes_delta, 'bytes')} ({_percent(row.bytes_relative)}) | "
+            f"{_signed(row.bytes_delta, 'bytes')} ({_percent(row.bytes_relative)}){note} | "
             f"{_percent(row.latency_relative)} |"
         )
     if unchanged:
@@ -149,10 +150,12 @@ def slack_message(run: Run, alerts: list[Alert]) -> dict:
             change = f"{human_bytes(alert.baseline_value)} → {human_bytes(alert.value)}"
         else:
             change = f"{alert.baseline_value:.3f} ms → {alert.value:.3f} ms (p={alert.p_value:.3g})"
+        note = alert.function_note
         lines.append(
             f"• {alert.model.name} / {alert.strategy.name} / {alert.board.name}"
             f"{alert.at_point}: "
             f"{alert.kind_in_a_sentence} {change} ({_percent(alert.relative_change)})"
+            + (f"; {note}" if note else "")
         )
     lines.append(f"<{absolute(alerts_url(run))}|Triage the alerts>")
     return {"text": "\n".join(lines)}

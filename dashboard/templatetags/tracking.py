@@ -107,6 +107,26 @@ def _parts_html(before, after) -> str:
     return f'<span class="sub" data-parts>{" · ".join(pieces)}</span>'
 
 
+def _llm_html(row) -> str:
+    """An LLM deployment's parameters, KV cache and each function's planned bytes on both
+    sides, and the function that moved. Fixed words, function names from a fixed list
+    (``planner.report.LLM_FUNCTIONS``) and numbers."""
+    both = row.base is not None and row.head is not None
+    pieces = []
+    for part in row.llm_parts:
+        a, b = part["before"], part["after"]
+        if both and a != b:
+            value = f"{bytes_cell(a)} → {bytes_cell(b)} {signed_bytes_cell(part['change'])}"
+        else:
+            value = bytes_cell(b if row.head is not None else a)
+        pieces.append(f'<span data-llm-part="{escape(part["key"])}">{escape(part["label"])} '
+                      f"{value}</span>")
+    note = row.llm_note
+    if note:
+        pieces.append(f'<span data-llm-note>{escape(note)}</span>')
+    return f'<span class="sub" data-llm-parts>{" · ".join(pieces)}</span>'
+
+
 @register.simple_tag
 def planned_parts(before, after) -> str:
     """What planned bytes are made of, for Results ``before`` and ``after`` (either may be
@@ -178,5 +198,10 @@ def comparison_rows(rows, by_toolchain: bool = False, points: bool = False) -> s
             html.append(
                 f'<tr class="parts-row"><td colspan="{2 + int(points) + len(cells) + 1}">'
                 f"{_parts_html(*parts)}</td></tr>"
+            )
+        if row.llm_parts:
+            html.append(
+                f'<tr class="parts-row"><td colspan="{2 + int(points) + len(cells) + 1}">'
+                f"{_llm_html(row)}</td></tr>"
             )
     return mark_safe("\n".join(html))  # text escaped above; the rest is numbers

@@ -15,9 +15,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
-from dashboard import actions
-from dashboard.models import Result, Run
+from dashboard import actions, gitrepo
+from dashboard.models import Alert, Model, Result, Run
 from tests.helpers import record_head
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -47,7 +48,7 @@ def _example_entry() -> str:
 
 
 def test_an_llm_deployment_is_tracked_per_commit_with_every_function_measured(
-    empty_repo, django_capture_on_commit_callbacks
+    empty_repo, client, django_capture_on_commit_callbacks
 ):
     (empty_repo.path / "models").mkdir()
     shutil.copy(EXAMPLE / "models" / "decoder.py", empty_repo.path / "models" / "decoder.py")
@@ -105,3 +106,47 @@ def test_an_llm_deployment_is_tracked_per_commit_with_every_function_measured(
     # transformers ran in the import sandbox; the compile checked TVM's build against it.
     llama = figures[("llama", "tvm-stock", None)]
     assert llama.details["reference_check"] == "matches transformers at every step (8 steps)"
+
+    # The next commit widens the decoder: every function needs more, each alert says which
+    # function grew most, and the pages show the breakdown per commit and per function.
+    toml = empty_repo.read("peakwatch.toml")
+    empty_repo.write("peakwatch.toml", toml.replace("hidden = 64,", "hidden = 96,"))
+    empty_repo.commit("Widen the decoder")
+    info = gitrepo.commit_info(empty_repo.path, "HEAD")
+    wider = actions.record_commit(
+        commit.repository, sha=info.sha, parent_sha=commit.sha, branch="main",
+        author=info.author, message=info.message, committed_at=info.committed_at,
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        second = actions.start_run(wider)
+    second.refresh_from_db()
+    assert second.status == Run.Status.SUCCEEDED, second.error
+
+    alerts = Alert.objects.filter(commit=wider, model__name="decoder", kind="bytes")
+    assert {(a.strategy.name, a.shape_label) for a in alerts} == {
+        (s, f"context_window={c},prefill_chunk=32")
+        for s in ("tvm-stock", "best-fit+rewrites") for c in (128, 256)
+    }
+    for alert in alerts:
+        assert re.fullmatch(
+            r"(prefill|decode|batch_prefill|batch_decode) grew most: [0-9,]+ B → [0-9,]+ B; "
+            r"worst function (prefill|decode|batch_prefill|batch_decode)",
+            alert.function_note,
+        ), alert.function_note
+    assert not Alert.objects.filter(commit=wider, model__name="llama").exists()
+
+    decoder = Model.objects.get(name="decoder")
+    page = client.get(decoder.get_absolute_url()).content.decode()
+    table = page[page.index("data-llm-table"):page.index("</table>", page.index("data-llm-table"))]
+    for sha in (commit.sha, wider.sha):
+        assert table.count(f'data-commit="{sha}"') == 4  # 2 strategies x 2 points
+    assert table.count("data-worst") == 8
+    for function in FUNCTIONS:
+        assert f'data-function="{function}"' in table
+
+    compare = client.get(reverse("compare-commits", args=["llm", commit.sha, wider.sha]))
+    text = compare.content.decode()
+    assert text.count("data-llm-parts") == 6  # every LLM row: 2 x 2 of the decoder, 2 of llama
+    assert 'data-llm-part="function:decode"' in text and "grew most" in text
+    alerts_page = client.get(reverse("alerts") + f"?repository=llm&commit={wider.sha}")
+    assert alerts_page.content.decode().count("data-alert-function") == 4
