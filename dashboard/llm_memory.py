@@ -19,6 +19,7 @@ from planner.shapes import label_order
 
 #: How many commits the model page's breakdown lists, newest first.
 BREAKDOWN_COMMITS = 8
+MAX_ROWS_PER_COMMIT = 128
 
 
 def _count(value: Any) -> int | None:
@@ -48,6 +49,18 @@ class LLMMemory:
     planned: dict[str, int | None] = field(default_factory=dict)
     measured: dict[str, int | None] = field(default_factory=dict)
     latency: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def worst_measured(self) -> int | None:
+        """The worst function's measured peak: what its temporary memory really held."""
+        return self.measured.get(self.worst_function)
+
+    @property
+    def measured_over_estimate(self) -> float | None:
+        """That peak over TVM's estimate of it (its planner's arena at the bounds)."""
+        if not self.worst_measured or not self.tvm_estimate:
+            return None
+        return self.worst_measured / self.tvm_estimate
 
     @classmethod
     def of(cls, details: Any) -> LLMMemory | None:
@@ -142,7 +155,8 @@ def breakdown(model, *, board: str = "", branch: str = "", toolchain=None) -> di
         results = results.filter(toolchain=toolchain)
     commits: list = []
     rows: dict[int, dict[tuple, dict]] = {}
-    for result in results.iterator():
+    # Enough rows for the newest commits of any suite (strategies x points x boards).
+    for result in results[:BREAKDOWN_COMMITS * MAX_ROWS_PER_COMMIT]:
         if result.commit_id not in rows:
             if len(commits) == BREAKDOWN_COMMITS:
                 break

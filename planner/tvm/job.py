@@ -316,12 +316,17 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
         return _failed(job, f"the repository's process handed over {exc}")
     if points != expected:
         return _failed(job, "the repository's process handed over other points than the job's")
-    if job.micro is not None or not job.check_locally:
-        return _failed(job, "LLM deployments are planned and measured on a board that runs "
-                            "them in the compiling process (cpu, cuda)")
+    if job.micro is not None or job.cuda is not None or not job.check_locally:
+        # Only the CPU runs, checks and measures a deployment in the compiling process
+        # here; its CUDA build (compile_deployment with a cuda target) is not measured yet.
+        return _failed(job, "LLM deployments are tracked on the cpu board only, so far")
     planned = [s for s in job.strategies if not s.startswith(REPO_PREFIX)]
     libraries = KernelLibraries()  # the cache's kernels, built once for every point
     reports = []
+    # What TVM's planner reserves when the deployment is built once for the largest prefill
+    # chunk (its bound, as MLC-LLM compiles it), whatever the chunk then run: the
+    # over-allocation of upper-bound planning at each smaller point.
+    reserved = None
     for index, point in enumerate(points):
         by_strategy: dict[str, StrategyReport] = {}
         try:
@@ -334,6 +339,8 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
             for result in llm.strategy_reports(report, planned, model=job.model, point=point):
                 result.model_source = job.source
                 by_strategy[result.strategy] = result
+            if point == max(points, key=_chunk_then_context):
+                reserved = report.tvm_estimate_bytes or None
         except ImportedError as exc:
             error = f"the repository's process handed over {exc}"
         except Exception as exc:  # a deployment that does not build fails its point
@@ -348,7 +355,15 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
             )
             for name in job.strategies
         )
+    if reserved is not None and len(points) > 1:
+        for report in reports:
+            if report.ok:
+                report.reserved_at_bound_bytes = reserved
     return reports
+
+
+def _chunk_then_context(point: dict[str, int]) -> tuple[int, int]:
+    return point.get("prefill_chunk", 0), point.get("context_window", 0)
 
 
 def _target_of(job: JobSpec) -> str:

@@ -28,8 +28,9 @@ EXPECTED = {
     # test_dashboard_pages.)
     "home": 3,
     # The model; its alerts; its trend snapshot; its series with their newest results;
-    # the branches; its commits measured at shape points (none here: nothing more).
-    "trend page": 6,
+    # the branches; its commits measured at shape points (none here: nothing more); its
+    # LLM deployment's breakdown by commit (none here: one query that finds none).
+    "trend page": 7,
     # The model; its alerts; its trend snapshot.
     "trend api": 3,
     # The run; its results with artifacts; the parent commit's results.

@@ -103,6 +103,12 @@ def test_an_llm_deployment_is_tracked_per_commit_with_every_function_measured(
         short["kv_cache"]["formula_bytes"] // short["kv_cache"]["pages"]
     )
     assert long["temporary_bytes"] == short["temporary_bytes"]
+    # Upper-bound planning's reservation (TVM's estimate at the largest chunk) on every
+    # point, for the over-allocation table as on any shape axis.
+    for context in (128, 256):
+        for strategy in ("tvm-stock", "best-fit+rewrites"):
+            reserved = figures[("decoder", strategy, context)].reserved_at_bound_bytes
+            assert reserved == long["tvm_estimate_bytes"] > 0
     # transformers ran in the import sandbox; the compile checked TVM's build against it.
     llama = figures[("llama", "tvm-stock", None)]
     assert llama.details["reference_check"] == "matches transformers at every step (8 steps)"
@@ -143,6 +149,8 @@ def test_an_llm_deployment_is_tracked_per_commit_with_every_function_measured(
     assert table.count("data-worst") == 8
     for function in FUNCTIONS:
         assert f'data-function="{function}"' in table
+    # TVM's estimate beside what the worst function really held, and by how much they differ.
+    assert len(re.findall(r"data-measured-over-estimate>[0-9]+\.[0-9]{2}x<", table)) == 8
 
     compare = client.get(reverse("compare-commits", args=["llm", commit.sha, wider.sha]))
     text = compare.content.decode()
