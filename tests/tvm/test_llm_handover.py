@@ -117,3 +117,12 @@ def test_a_module_that_calls_out_of_the_cache_is_refused(folder):
     path.write_text(text)
     with pytest.raises(ImportedError, match="export_page_group"):
         llm_imported.load(folder, 0, POINT, name="llama")
+
+
+def test_a_single_function_compile_of_a_deployment_says_which_command_plans_it(tmp_path):
+    from planner.tvm.zoo import ModelSource, build_network
+    from planner.tvm.zoo.llm import DeploymentReturned
+
+    (tmp_path / "llama.py").write_text(MODEL)
+    with pytest.raises(DeploymentReturned, match=r"plan it with `python3 -m planner llm "):
+        build_network(ModelSource(f"{tmp_path / 'llama.py'}:build"))

@@ -48,9 +48,15 @@ class DeploymentReturned(ValueError):
     anywhere else it says which command runs it."""
 
     def __init__(self, deployment: LLMDeployment, path, factory: str) -> None:
+        from pathlib import Path
+
+        try:
+            shown = path.relative_to(Path.cwd())
+        except ValueError:
+            shown = path
         super().__init__(
-            f"{path.name}:{factory} returned an LLM deployment; run it with "
-            f"`python3 -m planner llm --model {path.name}:{factory}`"
+            f"{path.name}:{factory} returned an LLM deployment; plan it with "
+            f"`python3 -m planner llm --model {shown}:{factory}`"
         )
         self.deployment, self.path, self.factory = deployment, path, factory
 
