@@ -112,11 +112,10 @@ def _import_deployment(job: JobSpec, returned, root, target, axis) -> list[Strat
     the context window and the prefill chunk, and handed over with the framework's logits
     (:mod:`planner.tvm.llm_imported`). The factory is called again for a point only where it
     takes the point's sizes; the cache's sizes are the point's either way."""
-    import inspect
     from dataclasses import replace as replaced
 
     from planner.tvm import llm_imported, repo_code
-    from planner.tvm.zoo.llm import load_deployment
+    from planner.tvm.zoo.llm import accepted_parameters, call_factory
 
     points = list(axis.points) if axis is not None else [{}]
     unknown = sorted({s for p in points for s in p} - set(llm_imported.AXIS_SYMBOLS))
@@ -125,17 +124,13 @@ def _import_deployment(job: JobSpec, returned, root, target, axis) -> list[Strat
             f"an LLM deployment's shape axis is its {' and '.join(llm_imported.AXIS_SYMBOLS)}, "
             f"not {', '.join(unknown)}"
         ))
-    try:
-        accepted = set(inspect.signature(
-            getattr(repo_code.import_file(returned.path), returned.factory)
-        ).parameters)
-    except (TypeError, ValueError):
-        accepted = set()
+    accepted = accepted_parameters(returned.function)
+    where = f"{returned.path.name}:{returned.factory}"
     deployments = []
     for point in points:
         deployment = returned.deployment
         if set(point) & accepted and point != (axis.bounds if axis else {}):
-            deployment = load_deployment(returned.path, returned.factory, job.params, point)
+            deployment = call_factory(returned.function, where, job.params, point)
         # The cache's sizes are the point's, whether or not the factory took them.
         deployment = replaced(deployment, config=replaced(deployment.config, **point))
         if job.pipeline:

@@ -47,7 +47,8 @@ class DeploymentReturned(ValueError):
     built. A tracked run's import (:mod:`planner.tvm.job`) takes the deployment from here;
     anywhere else it says which command runs it."""
 
-    def __init__(self, deployment: LLMDeployment, path, factory: str) -> None:
+    def __init__(self, deployment: LLMDeployment, path, factory: str,
+                 function: Callable) -> None:
         from pathlib import Path
 
         try:
@@ -59,6 +60,8 @@ class DeploymentReturned(ValueError):
             f"`python3 -m planner llm --model {shown}:{factory}`"
         )
         self.deployment, self.path, self.factory = deployment, path, factory
+        #: The factory itself, to call again at other points without importing the file again.
+        self.function = function
 
 
 @dataclass(frozen=True)
@@ -425,13 +428,11 @@ def load_deployment(path, factory_name: str, params: dict,
     """The deployment ``factory_name`` in the Python file ``path`` returns for ``params``
     (a repository's model file; docs/llm.md), with those of ``defaults`` it takes and
     ``params`` does not set (the context window and prefill chunk of a point)."""
-    import inspect
     from pathlib import Path
 
     from planner.tvm.repo_code import import_file
 
     path = Path(path)
-    where = f"{path.name}:{factory_name}"
     if not path.is_file():
         raise LLMError(f"no Python file at {path}")
     try:
@@ -440,13 +441,15 @@ def load_deployment(path, factory_name: str, params: dict,
         raise LLMError(str(exc)) from exc
     if not callable(factory):
         raise LLMError(f"{path.name} has no function {factory_name!r}")
-    try:
-        accepted = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        accepted = {}
-    params = {
-        **{k: v for k, v in (defaults or {}).items() if k in accepted}, **params
-    }
+    return call_factory(factory, f"{path.name}:{factory_name}", params, defaults)
+
+
+def call_factory(factory: Callable, where: str, params: dict,
+                 defaults: dict | None = None) -> LLMDeployment:
+    """``factory(**params)`` with those of ``defaults`` it takes and ``params`` does not
+    set; LLMError unless it returns an :class:`LLMDeployment`."""
+    params = {**{k: v for k, v in (defaults or {}).items() if k in accepted_parameters(factory)},
+              **params}
     try:
         result = factory(**params)
     except LLMError:
@@ -459,6 +462,16 @@ def load_deployment(path, factory_name: str, params: dict,
             "(planner.tvm.zoo.llm.deployment_of or decoder_deployment)"
         )
     return result
+
+
+def accepted_parameters(factory: Callable) -> set[str]:
+    """The names ``factory`` takes (none known for a callable that does not say)."""
+    import inspect
+
+    try:
+        return set(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def _transformers_model(config: DecoderConfig, seed: int):

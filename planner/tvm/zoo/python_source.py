@@ -69,7 +69,7 @@ def load_factory(
     llm = sys.modules.get("planner.tvm.zoo.llm")
     # Only a file that imported the deployment module can have returned one.
     if llm is not None and isinstance(result, llm.LLMDeployment):
-        raise llm.DeploymentReturned(result, path, factory_name)
+        raise llm.DeploymentReturned(result, path, factory_name, factory)
     if isinstance(result, Network):
         if axis is not None and axis.dims:
             raise PythonSourceError(
