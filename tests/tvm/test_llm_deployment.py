@@ -100,6 +100,16 @@ def test_each_function_is_measured_at_its_bounds(report):
             assert r.measured_peak_bytes >= r.output_bytes
 
 
+def test_a_decode_step_holds_its_plan_and_the_cache_append_kernels_workspace(report):
+    # The cache's own kernels run inside each attention call and no strategy plans them:
+    # tir_kv_cache_transpose_append asks TVM's workspace pool for two 4-byte scalars
+    # (``position``), a 4 KiB page each. With its kernels' temporaries in the arena,
+    # +rewrites' decode step holds exactly its plan and those two pages.
+    decode = report.functions["best-fit+rewrites"]["decode"]
+    assert decode.kernel_workspace_bytes == 0
+    assert decode.measured["naive"]["inference_peak_bytes"] == decode.planned_bytes + 2 * 4096
+
+
 def test_the_split_of_a_fused_gate_and_up_projection_is_read_in_place(deployment):
     lowered = lowering.lower_to_allocations(deployment.mod, lowering.make_target("llvm"))
     inlined, kernels = inline_copy_blocks(lowered)
