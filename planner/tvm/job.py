@@ -64,7 +64,7 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
     source = ModelSource(job.source, job.params)
     root = Path(job.base_dir) if job.base_dir else None
     axis = ShapeAxis.from_json(job.shapes) if job.shapes is not None else None
-    from planner.tvm.zoo.llm import DeploymentReturned
+    from planner.tvm.zoo.python_source import DeploymentReturned
 
     try:
         target = lowering.make_target(job.target)

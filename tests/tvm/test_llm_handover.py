@@ -121,7 +121,7 @@ def test_a_module_that_calls_out_of_the_cache_is_refused(folder):
 
 def test_a_single_function_compile_of_a_deployment_says_which_command_plans_it(tmp_path):
     from planner.tvm.zoo import ModelSource, build_network
-    from planner.tvm.zoo.llm import DeploymentReturned
+    from planner.tvm.zoo.python_source import DeploymentReturned
 
     (tmp_path / "llama.py").write_text(MODEL)
     with pytest.raises(DeploymentReturned, match=r"plan it with `python3 -m planner llm "):

@@ -42,28 +42,6 @@ class LLMError(ValueError):
     """A decoder's configuration is wrong, or transformers is missing."""
 
 
-class DeploymentReturned(ValueError):
-    """A model file's factory returned an :class:`LLMDeployment` where a network was being
-    built. A tracked run's import (:mod:`planner.tvm.job`) takes the deployment from here;
-    anywhere else it says which command runs it."""
-
-    def __init__(self, deployment: LLMDeployment, path, factory: str,
-                 function: Callable) -> None:
-        from pathlib import Path
-
-        try:
-            shown = path.relative_to(Path.cwd())
-        except ValueError:
-            shown = path
-        super().__init__(
-            f"{path.name}:{factory} returned an LLM deployment; plan it with "
-            f"`python3 -m planner llm --model {shown}:{factory}`"
-        )
-        self.deployment, self.path, self.factory = deployment, path, factory
-        #: The factory itself, to call again at other points without importing the file again.
-        self.function = function
-
-
 @dataclass(frozen=True)
 class DecoderConfig:
     """A decoder's sizes and the cache it runs with.

@@ -40,6 +40,26 @@ class PythonSourceError(ValueError):
     """The file or factory is missing, or the factory returned something unusable."""
 
 
+class DeploymentReturned(ValueError):
+    """A model file's factory returned an LLM deployment
+    (:class:`planner.tvm.zoo.llm.LLMDeployment`) where a network was being built. A
+    tracked run's import (:mod:`planner.tvm.job`) takes the deployment from here; anywhere
+    else it says which command plans it."""
+
+    def __init__(self, deployment, path: Path, factory: str, function) -> None:
+        try:
+            shown = path.relative_to(Path.cwd())
+        except ValueError:
+            shown = path
+        super().__init__(
+            f"{path.name}:{factory} returned an LLM deployment; plan it with "
+            f"`python3 -m planner llm --model {shown}:{factory}`"
+        )
+        self.deployment, self.path, self.factory = deployment, path, factory
+        #: The factory itself, to call again at other points without importing the file again.
+        self.function = function
+
+
 def load_factory(
     path: Path,
     factory_name: str,
@@ -69,7 +89,7 @@ def load_factory(
     llm = sys.modules.get("planner.tvm.zoo.llm")
     # Only a file that imported the deployment module can have returned one.
     if llm is not None and isinstance(result, llm.LLMDeployment):
-        raise llm.DeploymentReturned(result, path, factory_name, factory)
+        raise DeploymentReturned(result, path, factory_name, factory)
     if isinstance(result, Network):
         if axis is not None and axis.dims:
             raise PythonSourceError(
