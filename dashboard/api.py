@@ -162,6 +162,13 @@ class ResultSerializer(serializers.ModelSerializer):
         "ram_bytes, flash_bytes, stack_bytes, arena_bytes, instructions, over_capacity "
         "against memory_capacity and flash_capacity); null for a host-measured board"
     )
+    llm = serializers.SerializerMethodField(
+        help_text="an LLM deployment's memory at this point: params_bytes, kv_cache "
+        "(formula_bytes from its pages, allocated_bytes as measured), temporary_bytes (the "
+        "worst function's planned bytes, which this result's figures are), worst_function, "
+        "total_bytes, tvm_estimate_bytes and functions (each function's planned_bytes, "
+        "lower_bound_bytes, measured_peak_bytes, latency_ms); null for any other model"
+    )
     artifacts = ArtifactSerializer(many=True, read_only=True)
     shape_point = serializers.DictField(
         child=serializers.IntegerField(), read_only=True,
@@ -185,7 +192,7 @@ class ResultSerializer(serializers.ModelSerializer):
             "board_ram_bytes", "lower_bound_bytes", "latency_median_ms", "latency_p90_ms",
             "outputs_match", "max_abs_diff", "compile_seconds", "proven_optimal",
             "tvm_version", "target", "reused_from", "cache_key", "cache_key_reason",
-            "board_figures", "error", "created_at", "artifacts",
+            "board_figures", "llm", "error", "created_at", "artifacts",
         ]
         extra_kwargs = {
             "shape_label": {"help_text": "the shape point as pages name it (\"h=256,w=256\"); "
@@ -222,6 +229,10 @@ class ResultSerializer(serializers.ModelSerializer):
     @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
     def get_board_figures(self, result) -> dict | None:
         return (result.details or {}).get("board") or None
+
+    @extend_schema_field({"type": "object", "nullable": True, "additionalProperties": True})
+    def get_llm(self, result) -> dict | None:
+        return (result.details or {}).get("llm") or None
 
     def get_cache_key_reason(self, result) -> str:
         reads = result.reads or {}

@@ -89,3 +89,15 @@ def test_the_model_page_shows_the_breakdown_beside_its_charts(
     assert set(labels) == {*STRATEGIES, "TVM reserved at the bound"}
     assert page.problems == []
     page.screenshot(path=str(screenshot_dir / "llm-memory.png"), full_page=True)
+
+
+def test_the_api_gives_each_result_its_breakdown(client, recorded):
+    from dashboard.models import Result
+
+    for result in Result.objects.filter(run=recorded):
+        answer = client.get(f"/api/results/{result.pk}/").json()
+        assert answer["llm"] == result.details["llm"]
+        assert answer["planned_bytes"] == answer["llm"]["temporary_bytes"]
+        assert set(answer["llm"]["functions"]) == {
+            "prefill", "decode", "batch_prefill", "batch_decode"
+        }
