@@ -184,6 +184,7 @@ def breakdown(model, *, board: str = "", branch: str = "", toolchain=None) -> di
                 "commit": commit,
                 "rows": [
                     {**row, "board": key[0], "point": key[1], "strategy": key[2],
+                     "point_words": _point_words(row["result"].shape_point),
                      "cells": [
                          {"function": f, "planned": row["memory"].planned.get(f),
                           "worst": f == row["memory"].worst_function}
@@ -198,3 +199,20 @@ def breakdown(model, *, board: str = "", branch: str = "", toolchain=None) -> di
             for commit in commits
         ],
     }
+
+
+#: An LLM's shape symbols as the table's point column names them.
+_SHORT = {"context_window": "context", "prefill_chunk": "chunk"}
+
+
+def _point_words(point: Any) -> str:
+    """``{"context_window": 512, "prefill_chunk": 64}`` as "context 512, chunk 64"."""
+    if not isinstance(point, dict):
+        return ""
+    # The context first, whatever order the database keeps the keys in.
+    ordered = sorted(point, key=lambda k: (k not in _SHORT, list(_SHORT).index(k)
+                                           if k in _SHORT else 0, k))
+    return ", ".join(
+        f"{_SHORT.get(k, k)} {point[k]:,}" if isinstance(point[k], int) else f"{k} {point[k]}"
+        for k in ordered
+    )
