@@ -126,19 +126,27 @@ def _import_deployment(job: JobSpec, returned, root, target, axis) -> list[Strat
         ))
     accepted = accepted_parameters(returned.function)
     where = f"{returned.path.name}:{returned.factory}"
-    deployments = []
-    for point in points:
-        deployment = returned.deployment
-        if set(point) & accepted and point != (axis.bounds if axis else {}):
-            deployment = call_factory(returned.function, where, job.params, point)
-        # The cache's sizes are the point's, whether or not the factory took them.
-        deployment = replaced(deployment, config=replaced(deployment.config, **point))
-        if job.pipeline:
-            with step("pipeline"):
-                module = repo_code.run_pipeline(deployment.mod, job.pipeline, root, target)
-            deployment = replaced(deployment, mod=module)
+    deployments, errors = [], {}
+    for index, point in enumerate(points):
+        # A point the deployment cannot take (a prefill chunk larger than the context in a
+        # grid of both) fails alone, as any other model's point would.
+        try:
+            deployment = returned.deployment
+            if set(point) & accepted and point != (axis.bounds if axis else {}):
+                deployment = call_factory(returned.function, where, job.params, point)
+            # The cache's sizes are the point's, whether or not the factory took them.
+            deployment = replaced(deployment, config=replaced(deployment.config, **point))
+            if job.pipeline:
+                with step("pipeline"):
+                    module = repo_code.run_pipeline(deployment.mod, job.pipeline, root, target)
+                deployment = replaced(deployment, mod=module)
+        except Exception as exc:
+            logging.getLogger(__name__).exception("model %s failed at %s", job.model, point)
+            errors[index], deployment = failure_text(exc, "source"), None
         deployments.append(deployment)
-    llm_imported.save(deployments, points, Path(job.out), seed=job.seed)
+    if len(errors) == len(points):
+        return _failed(job, errors[0])
+    llm_imported.save(deployments, points, Path(job.out), seed=job.seed, errors=errors)
     # A repository planner's strategy fails in the compile phase, which says why.
     return []
 
@@ -311,6 +319,10 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
         return _failed(job, f"the repository's process handed over {exc}")
     if points != expected:
         return _failed(job, "the repository's process handed over other points than the job's")
+    try:
+        unbuilt = llm_imported.errors(folder, len(points))
+    except ImportedError as exc:
+        return _failed(job, f"the repository's process handed over {exc}")
     if job.micro is not None or job.cuda is not None or not job.check_locally:
         # Only the CPU runs, checks and measures a deployment in the compiling process
         # here; its CUDA build (compile_deployment with a cuda target) is not measured yet.
@@ -322,9 +334,12 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
     # chunk (its bound, as MLC-LLM compiles it), whatever the chunk then run: the
     # over-allocation of upper-bound planning at each smaller point.
     reserved = None
+    largest = max((p for i, p in enumerate(points) if i not in unbuilt), key=_chunk_then_context)
     for index, point in enumerate(points):
         by_strategy: dict[str, StrategyReport] = {}
         try:
+            if index in unbuilt:
+                raise _Unbuilt(unbuilt[index])
             deployment = llm_imported.load(folder, index, point, name=job.model)
             report = llm.compile_deployment(
                 deployment, planned, target=_target_of(job), repeat=job.repeat,
@@ -334,8 +349,10 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
             for result in llm.strategy_reports(report, planned, model=job.model, point=point):
                 result.model_source = job.source
                 by_strategy[result.strategy] = result
-            if point == max(points, key=_chunk_then_context):
+            if point == largest:
                 reserved = report.tvm_estimate_bytes or None
+        except _Unbuilt as exc:
+            error = str(exc)
         except ImportedError as exc:
             error = f"the repository's process handed over {exc}"
         except Exception as exc:  # a deployment that does not build fails its point
@@ -355,6 +372,10 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
             if report.ok:
                 report.reserved_at_bound_bytes = reserved
     return reports
+
+
+class _Unbuilt(Exception):
+    """The import could not build the deployment at this point; the message says why."""
 
 
 def _chunk_then_context(point: dict[str, int]) -> tuple[int, int]:

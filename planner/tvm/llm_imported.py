@@ -36,6 +36,7 @@ EXPECTED_FILE = "expected.npz"
 #: The symbols an LLM deployment's shape axis may have: each is a field of its config.
 AXIS_SYMBOLS = ("context_window", "prefill_chunk")
 MAX_RUNS = 16
+MAX_ERROR = 2000
 MAX_TOKENS = 1 << 16
 
 
@@ -52,14 +53,20 @@ def is_deployment(folder: Path) -> bool:
     return (folder / INDEX_FILE).is_file()
 
 
-def save(deployments: list, points: list[dict[str, int]], folder: Path, *, seed: int) -> None:
+def save(deployments: list, points: list[dict[str, int]], folder: Path, *, seed: int,
+         errors: dict[int, str] | None = None) -> None:
     """Each of ``deployments`` (at the matching one of ``points``) in a folder of its own,
     with the framework's logits for the tokens :func:`planner.tvm.llm.scenario_tokens`
-    checks the builds on."""
+    checks the builds on; ``errors``: why the deployment at a point (by index, None in
+    ``deployments``) could not be built, which fails that point alone."""
     folder.mkdir(parents=True, exist_ok=True)
     for index, deployment in enumerate(deployments):
-        _save_one(deployment, folder / str(index), seed)
-    (folder / INDEX_FILE).write_text(json.dumps({"points": [dict(p) for p in points]}))
+        if deployment is not None:
+            _save_one(deployment, folder / str(index), seed)
+    (folder / INDEX_FILE).write_text(json.dumps({
+        "points": [dict(p) for p in points],
+        "errors": {str(i): text[:MAX_ERROR] for i, text in (errors or {}).items()},
+    }))
 
 
 def _save_one(deployment, folder: Path, seed: int) -> None:
@@ -99,6 +106,18 @@ def _save_one(deployment, folder: Path, seed: int) -> None:
                 for k, value in enumerate(run)
             })
     (folder / META_FILE).write_text(json.dumps(meta))
+
+
+def errors(folder: Path, count: int) -> dict[int, str]:
+    """Why the import could not build the deployment at some of the ``count`` points, by
+    index (only ever fails those points)."""
+    raw = read_handed_json(folder / INDEX_FILE, dict).get("errors", {})
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and k.isdigit() and int(k) < count
+        and isinstance(v, str) and len(v) <= MAX_ERROR for k, v in raw.items()
+    ):
+        raise ImportedError(f"{INDEX_FILE}: errors is not a text by point")
+    return {int(k): v for k, v in raw.items()}
 
 
 def points(folder: Path) -> list[dict[str, int]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -126,3 +127,23 @@ def test_a_single_function_compile_of_a_deployment_says_which_command_plans_it(t
     (tmp_path / "llama.py").write_text(MODEL)
     with pytest.raises(DeploymentReturned, match=r"plan it with `python3 -m planner llm "):
         build_network(ModelSource(f"{tmp_path / 'llama.py'}:build"))
+
+
+def test_a_point_the_deployment_cannot_take_fails_alone(tmp_path):
+    # A grid of context windows and prefill chunks holds a chunk larger than a context:
+    # that point fails, saying why, and the others are planned and measured.
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "llama.py").write_text(MODEL)
+    out = tmp_path / "network"
+    spec = JobSpec(
+        model="llama", source="models/llama.py:build", strategies=("tvm-stock",), repeat=1,
+        shapes=parse_shapes({"context_window": [16, 64], "prefill_chunk": [32]}).to_json(),
+    )
+    assert job.run(replace(spec, phase="import", out=str(out), base_dir=str(tmp_path))) == []
+    reports = job.run(replace(spec, phase="compile", imported=str(out)))
+
+    small, large = reports
+    assert small.shape_point == {"context_window": 16, "prefill_chunk": 32}
+    assert "prefill_chunk (32) is larger than the context window (16)" in small.error
+    assert large.ok and large.outputs_match is True, large.error
+    assert large.reference_check == "matches transformers at every step (8 steps)"
