@@ -66,32 +66,57 @@ def handle(args: argparse.Namespace) -> int:
     from planner.tvm.torch_libraries import prepare_torch_libraries
 
     prepare_torch_libraries()
+    from planner.tvm import memory
+    from planner.tvm.kernels import KernelLibraries
     from planner.tvm.llm import compile_deployment, summary
     from planner.tvm.zoo.llm import LLMError
 
     strategies = args.strategy or list(DEFAULT_STRATEGIES)
+    if min(args.prefill_chunk) > max(args.context):
+        raise CommandLineError(
+            f"every prefill chunk is larger than the context window the cache holds "
+            f"({min(args.prefill_chunk)} > {max(args.context)}): no point to plan"
+        )
     reports = []
-    for context in args.context:
-        for chunk in args.prefill_chunk:
-            try:
-                deployment = _deployment(args, context, chunk)
-                report = compile_deployment(
-                    deployment, strategies, repeat=args.repeat, measure=not args.no_memory
-                )
-            except (LLMError, ValueError) as exc:
-                raise CommandLineError(str(exc)) from None
-            reports.append(report)
-            if not args.json:
-                sys.stdout.write(f"context {context}, prefill chunk {chunk}:\n")
-                sys.stdout.write(summary(report) + "\n")
-                for strategy, by_function in report.functions.items():
-                    for function, r in by_function.items():
-                        if r.error:
-                            sys.stdout.write(f"  {strategy} {function}: FAILED: {r.error}\n")
+    # One measuring process, and kernels built once, for every point: the cache's kernels
+    # and a function's at another context window are the same.
+    libraries = KernelLibraries()
+    with memory.MeasuringProcess() as measurer:
+        if not args.no_memory:
+            measurer.start()
+        for context in args.context:
+            for chunk in args.prefill_chunk:
+                if chunk > context:
+                    if not args.json:
+                        sys.stdout.write(f"context {context}, prefill chunk {chunk}: skipped, "
+                                         "a chunk larger than the context is never held\n")
+                    continue
+                try:
+                    deployment = _deployment(args, context, chunk)
+                    report = compile_deployment(
+                        deployment, strategies, repeat=args.repeat,
+                        measure=not args.no_memory, libraries=libraries, measurer=measurer,
+                    )
+                except (LLMError, ValueError) as exc:
+                    raise CommandLineError(str(exc)) from None
+                reports.append(report)
+                _print(report, context, chunk, args.json, summary)
     if args.json:
         json.dump([r.to_json() for r in reports], sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _print(report, context: int, chunk: int, as_json: bool, summary) -> None:
+    """One point's memory report and each build that failed, unless JSON is asked for."""
+    if as_json:
+        return
+    sys.stdout.write(f"context {context}, prefill chunk {chunk}:\n")
+    sys.stdout.write(summary(report) + "\n")
+    for strategy, by_function in report.functions.items():
+        for function, r in by_function.items():
+            if r.error:
+                sys.stdout.write(f"  {strategy} {function}: FAILED: {r.error}\n")
 
 
 def _deployment(args: argparse.Namespace, context: int, chunk: int):

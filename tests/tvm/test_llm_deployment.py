@@ -212,13 +212,15 @@ def test_the_command_line_prints_the_memory_report():
     done = subprocess.run(
         [sys.executable, "-m", "planner", "llm", "--layers", "1", "--hidden", "64",
          "--heads", "4", "--kv-heads", "2", "--intermediate", "128", "--vocab", "256",
-         "--context", "64", "--prefill-chunk", "16", "--repeat", "1", "--no-memory",
+         "--context", "64", "--prefill-chunk", "16,128", "--repeat", "1", "--no-memory",
          "--strategy", "tvm-stock"],
         capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "KV cache" in done.stdout and "worst" in done.stdout, done.stdout
     assert "  tvm-stock: prefill " in done.stdout
+    # A chunk the context cannot hold is skipped, said, and the rest is planned.
+    assert "context 64, prefill chunk 128: skipped" in done.stdout
     refused = subprocess.run(
         [sys.executable, "-m", "planner", "llm", "--context", "64", "--prefill-chunk", "128"],
         capture_output=True, text=True, timeout=600,
