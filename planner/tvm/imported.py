@@ -171,12 +171,57 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
 
     ``unbound``: the network with its weights as inputs, which only a micro job asks for.
     """
-    import tvm
     from tvm import relax
 
     from planner.tvm.zoo.network import Network
 
-    text = read_handed(folder / (UNBOUND_FILE if unbound else MODULE_FILE))
+    mod = load_module(read_handed(folder / (UNBOUND_FILE if unbound else MODULE_FILE)))
+    meta = read_handed_json(folder / NETWORK_FILE, dict)
+    entry = _string(meta.get("entry"), "entry")
+    func = next((f for gv, f in mod.functions.items() if gv.name_hint == entry), None)
+    if not isinstance(func, relax.Function):
+        raise ImportedError(f"the imported module has no Relax function {entry!r}")
+    bounds = _sizes(meta.get("shape_bounds", {}), "shape_bounds")
+    names, shapes, dtypes = _signature(func, bounds)
+    ranges = {}
+    for key, pair in _mapping(meta.get("input_ranges", {}), "input_ranges").items():
+        if (
+            key not in names or not isinstance(pair, list) or len(pair) != 2
+            or not all(is_int(v) for v in pair) or pair[0] >= pair[1]
+        ):
+            raise ImportedError(f"input_ranges[{key!r}] is not a range of one of the inputs")
+        ranges[key] = (pair[0], pair[1])
+    limits = {}
+    for key, pair in _mapping(meta.get("shape_limits", {}), "shape_limits").items():
+        # Only ever refuses points: a wrong limit can fail this model, never forge a figure.
+        if (
+            key not in bounds or not isinstance(pair, list) or len(pair) != 2
+            or not is_int(pair[0]) or pair[0] < 1 or not isinstance(pair[1], str)
+        ):
+            raise ImportedError(f"shape_limits[{str(key)[:80]!r}] is not a limit of a symbol")
+        limits[key] = (pair[0], pair[1][:MAX_NAME])
+    assumptions = checked_assumptions(meta.get("assumptions", []))
+    data_inputs = len(names)
+    if unbound:
+        data_inputs = meta.get("data_inputs")
+        if not is_int(data_inputs) or not 1 <= data_inputs <= len(names):
+            raise ImportedError("data_inputs is not a count of the inputs")
+    fixed = _fixed_inputs(folder / FIXED_FILE, names, shapes, dtypes)
+    network = Network(
+        name, mod, names, shapes, dtypes, entry=entry, fixed_inputs=fixed,
+        shape_bounds=bounds, data_inputs=data_inputs, input_ranges=ranges,
+        bound_weights_bytes=constant_bytes(func), shape_limits=limits,
+        assumptions=assumptions,
+        framework=_framework(folder / REFERENCE_FILE, meta.get("reference")),
+    )
+    return Imported(network, _plans(folder / PLANS_FILE))
+
+
+def load_module(text: str):
+    """The IRModule in the handed-over JSON ``text``, checked first (:func:`check_module`);
+    ImportedError where it is refused or does not load."""
+    import tvm
+
     written_by = check_module(text)
     try:
         if written_by == tvm.__version__:
@@ -191,51 +236,18 @@ def load_imported(folder: Path, *, name: str, unbound: bool = False) -> Imported
         raise ImportedError(f"the imported module does not load: {exc}") from None
     if not isinstance(mod, tvm.IRModule):
         raise ImportedError(f"the imported module is a {type(mod).__name__}, not an IRModule")
-    meta = read_handed_json(folder / NETWORK_FILE, dict)
-    entry = _string(meta.get("entry"), "entry")
-    func = next((f for gv, f in mod.functions.items() if gv.name_hint == entry), None)
-    if not isinstance(func, relax.Function):
-        raise ImportedError(f"the imported module has no Relax function {entry!r}")
-    bounds = _sizes(meta.get("shape_bounds", {}), "shape_bounds")
-    names, shapes, dtypes = _signature(func, bounds)
-    ranges = {}
-    for key, pair in _mapping(meta.get("input_ranges", {}), "input_ranges").items():
-        if (
-            key not in names or not isinstance(pair, list) or len(pair) != 2
-            or not all(_is_int(v) for v in pair) or pair[0] >= pair[1]
-        ):
-            raise ImportedError(f"input_ranges[{key!r}] is not a range of one of the inputs")
-        ranges[key] = (pair[0], pair[1])
-    limits = {}
-    for key, pair in _mapping(meta.get("shape_limits", {}), "shape_limits").items():
-        # Only ever refuses points: a wrong limit can fail this model, never forge a figure.
-        if (
-            key not in bounds or not isinstance(pair, list) or len(pair) != 2
-            or not _is_int(pair[0]) or pair[0] < 1 or not isinstance(pair[1], str)
-        ):
-            raise ImportedError(f"shape_limits[{str(key)[:80]!r}] is not a limit of a symbol")
-        limits[key] = (pair[0], pair[1][:MAX_NAME])
-    assumptions = meta.get("assumptions", [])
-    # Only ever words in a Result, but written where a repository's code ran: bounded.
+    return mod
+
+
+def checked_assumptions(value: Any) -> tuple[str, ...]:
+    """What a handed-over model says it assumes: only ever words in a Result, but written
+    where a repository's code ran, so bounded."""
     if (
-        not isinstance(assumptions, list) or len(assumptions) > MAX_ASSUMPTIONS
-        or not all(isinstance(a, str) and len(a) <= MAX_ASSUMPTION for a in assumptions)
+        not isinstance(value, list) or len(value) > MAX_ASSUMPTIONS
+        or not all(isinstance(a, str) and len(a) <= MAX_ASSUMPTION for a in value)
     ):
         raise ImportedError("assumptions is not a short list of texts")
-    data_inputs = len(names)
-    if unbound:
-        data_inputs = meta.get("data_inputs")
-        if not _is_int(data_inputs) or not 1 <= data_inputs <= len(names):
-            raise ImportedError("data_inputs is not a count of the inputs")
-    fixed = _fixed_inputs(folder / FIXED_FILE, names, shapes, dtypes)
-    network = Network(
-        name, mod, names, shapes, dtypes, entry=entry, fixed_inputs=fixed,
-        shape_bounds=bounds, data_inputs=data_inputs, input_ranges=ranges,
-        bound_weights_bytes=constant_bytes(func), shape_limits=limits,
-        assumptions=tuple(assumptions),
-        framework=_framework(folder / REFERENCE_FILE, meta.get("reference")),
-    )
-    return Imported(network, _plans(folder / PLANS_FILE))
+    return tuple(value)
 
 
 def check_module(text: str) -> str:
@@ -393,7 +405,7 @@ def _plans(path: Path) -> dict[str, dict]:
             continue
         offsets = _mapping(plan.get("offsets"), f"offsets of {strategy}")
         if len(offsets) > MAX_PLAN_BUFFERS or not all(
-            _is_int(v) and 0 <= v < 2**62 for v in offsets.values()
+            is_int(v) and 0 <= v < 2**62 for v in offsets.values()
         ):
             raise ImportedError(f"the offsets of {strategy!r} are not byte offsets")
         seconds = plan.get("seconds", 0.0)
@@ -430,7 +442,7 @@ def _mapping(value: Any, what: str) -> dict:
 
 def _sizes(value: Any, what: str) -> dict[str, int]:
     sizes = _mapping(value, what)
-    if not all(_is_int(v) and 0 < v < 2**40 for v in sizes.values()):
+    if not all(is_int(v) and 0 < v < 2**40 for v in sizes.values()):
         raise ImportedError(f"{what} must map names to positive integers")
     return dict(sizes)
 
@@ -441,5 +453,5 @@ def _string(value: Any, what: str, *, limit: int = MAX_NAME) -> str:
     return value
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)

@@ -115,7 +115,8 @@ def _import_deployment(job: JobSpec, returned, root, target, axis) -> list[Strat
     from dataclasses import replace as replaced
 
     from planner.tvm import llm_imported, repo_code
-    from planner.tvm.zoo.llm import accepted_parameters, call_factory
+    from planner.tvm.zoo.llm import call_factory
+    from planner.tvm.zoo.python_source import accepted_parameters
 
     points = list(axis.points) if axis is not None else [{}]
     unknown = sorted({s for p in points for s in p} - set(llm_imported.AXIS_SYMBOLS))
@@ -314,15 +315,11 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
     folder = Path(job.imported)
     expected = list(ShapeAxis.from_json(job.shapes).points) if job.shapes else [{}]
     try:
-        points = llm_imported.points(folder)
+        points, unbuilt = llm_imported.index(folder)
     except ImportedError as exc:
         return _failed(job, f"the repository's process handed over {exc}")
     if points != expected:
         return _failed(job, "the repository's process handed over other points than the job's")
-    try:
-        unbuilt = llm_imported.errors(folder, len(points))
-    except ImportedError as exc:
-        return _failed(job, f"the repository's process handed over {exc}")
     if job.micro is not None or job.cuda is not None or not job.check_locally:
         # Only the CPU runs, checks and measures a deployment in the compiling process
         # here; its CUDA build (compile_deployment with a cuda target) is not measured yet.
@@ -337,30 +334,29 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
     largest = max((p for i, p in enumerate(points) if i not in unbuilt), key=_chunk_then_context)
     for index, point in enumerate(points):
         by_strategy: dict[str, StrategyReport] = {}
-        try:
-            if index in unbuilt:
-                raise _Unbuilt(unbuilt[index])
-            deployment = llm_imported.load(folder, index, point, name=job.model)
-            report = llm.compile_deployment(
-                deployment, planned, target=_target_of(job), repeat=job.repeat,
-                seed=job.seed, measure=job.memory_configs is None or bool(job.memory_configs),
-                libraries=libraries, measurer=measurer,
-            )
-            for result in llm.strategy_reports(report, planned, model=job.model, point=point):
-                result.model_source = job.source
-                by_strategy[result.strategy] = result
-            if point == largest:
-                reserved = report.tvm_estimate_bytes or None
-        except _Unbuilt as exc:
-            error = str(exc)
-        except ImportedError as exc:
-            error = f"the repository's process handed over {exc}"
-        except Exception as exc:  # a deployment that does not build fails its point
-            logging.getLogger(__name__).exception("model %s failed to build", job.model)
-            error = failure_text(exc, "build")
-        else:
-            error = ("a repository planner plans one function's problem; an LLM deployment's "
-                     "functions are planned by Peakwatch's strategies only")
+        error = unbuilt.get(index, "")
+        if not error:
+            try:
+                deployment = llm_imported.load(folder, index, point, name=job.model)
+                report = llm.compile_deployment(
+                    deployment, planned, target=_target_of(job), repeat=job.repeat,
+                    seed=job.seed, measure=job.memory_configs is None or bool(job.memory_configs),
+                    libraries=libraries, measurer=measurer,
+                )
+            except ImportedError as exc:
+                error = f"the repository's process handed over {exc}"
+            except Exception as exc:  # a deployment that does not build fails its point
+                logging.getLogger(__name__).exception("model %s failed to build", job.model)
+                error = failure_text(exc, "build")
+            else:
+                for result in llm.strategy_reports(report, planned, model=job.model,
+                                                   point=point):
+                    result.model_source = job.source
+                    by_strategy[result.strategy] = result
+                if point == largest:
+                    reserved = report.tvm_estimate_bytes or None
+                error = ("a repository planner plans one function's problem; an LLM "
+                         "deployment's functions are planned by Peakwatch's strategies only")
         reports.extend(
             by_strategy.get(name) or StrategyReport.failed(
                 job.model, name, error, model_source=job.source, shape_point=dict(point)
@@ -372,10 +368,6 @@ def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
             if report.ok:
                 report.reserved_at_bound_bytes = reserved
     return reports
-
-
-class _Unbuilt(Exception):
-    """The import could not build the deployment at this point; the message says why."""
 
 
 def _chunk_then_context(point: dict[str, int]) -> tuple[int, int]:

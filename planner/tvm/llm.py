@@ -556,18 +556,17 @@ def strategy_reports(report: LLMReport, strategies: Sequence[str], *, model: str
     for strategy in strategies:
         by_function = report.functions.get(strategy, {})
         worst, temporary = report.worst_function(strategy)
+        failures = [f"{f}: {r.error}" for f, r in by_function.items() if r.error]
         if not by_function or not worst:
-            failed = next((f"{f}: {r.error}" for f, r in by_function.items() if r.error), "")
             results.append(StrategyReport.failed(
-                model, strategy, failed or "no function planned", shape_point=dict(point),
-                model_source=f"llm:{report.model}",
+                model, strategy, failures[0] if failures else "no function planned",
+                shape_point=dict(point), model_source=f"llm:{report.model}",
             ))
             continue
         result = copy.deepcopy(by_function[worst])
         result.model, result.strategy, result.shape_point = model, strategy, dict(point)
         result.entry = worst
         result.weights_bytes = report.params_bytes
-        failures = [f"{f}: {r.error}" for f, r in by_function.items() if r.error]
         result.error = "; ".join(failures)[:20_000] or None
         matches = [r.outputs_match for r in by_function.values()]
         result.outputs_match = None if None in matches else all(matches)

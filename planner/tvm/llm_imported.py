@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 
 from planner import npz_files
-from planner.tvm.imported import ImportedError, check_module, read_handed, read_handed_json
+from planner.tvm.imported import (
+    ImportedError,
+    checked_assumptions,
+    is_int,
+    load_module,
+    read_handed,
+    read_handed_json,
+)
 
 INDEX_FILE = "llm-points.json"
 META_FILE = "llm.json"
@@ -108,38 +115,32 @@ def _save_one(deployment, folder: Path, seed: int) -> None:
     (folder / META_FILE).write_text(json.dumps(meta))
 
 
-def errors(folder: Path, count: int) -> dict[int, str]:
-    """Why the import could not build the deployment at some of the ``count`` points, by
-    index (only ever fails those points)."""
-    raw = read_handed_json(folder / INDEX_FILE, dict).get("errors", {})
-    if not isinstance(raw, dict) or not all(
-        isinstance(k, str) and k.isdigit() and int(k) < count
-        and isinstance(v, str) and len(v) <= MAX_ERROR for k, v in raw.items()
-    ):
-        raise ImportedError(f"{INDEX_FILE}: errors is not a text by point")
-    return {int(k): v for k, v in raw.items()}
-
-
-def points(folder: Path) -> list[dict[str, int]]:
-    """The points the folder holds a deployment for, in order."""
+def index(folder: Path) -> tuple[list[dict[str, int]], dict[int, str]]:
+    """The points the folder holds a deployment for, in order, and why the import could
+    not build the deployment at some of them, by index (only ever fails those points)."""
     data = read_handed_json(folder / INDEX_FILE, dict)
     raw = data.get("points")
     if not isinstance(raw, list) or not 1 <= len(raw) <= 64:
         raise ImportedError(f"{INDEX_FILE} lists no points")
-    checked = []
+    points = []
     for point in raw:
         if not isinstance(point, dict) or not set(point) <= set(AXIS_SYMBOLS) or not all(
-            _is_int(v) and 0 < v < 2**31 for v in point.values()
+            is_int(v) and 0 < v < 2**31 for v in point.values()
         ):
             raise ImportedError(f"{INDEX_FILE}: {str(point)[:200]} is not a point of "
                                 f"{' and '.join(AXIS_SYMBOLS)}")
-        checked.append(dict(point))
-    return checked
+        points.append(dict(point))
+    errors = data.get("errors", {})
+    if not isinstance(errors, dict) or not all(
+        isinstance(k, str) and k.isdigit() and int(k) < len(points)
+        and isinstance(v, str) and len(v) <= MAX_ERROR for k, v in errors.items()
+    ):
+        raise ImportedError(f"{INDEX_FILE}: errors is not a text by point")
+    return points, {int(k): v for k, v in errors.items()}
 
 
 def load(folder: Path, index: int, point: dict[str, int], *, name: str):
     """The deployment handed over for ``point`` (the ``index``-th), every field checked."""
-    import tvm
 
     from planner.tvm.zoo.llm import FUNCTIONS, DecoderConfig, LLMDeployment, LLMError, Reference
 
@@ -155,14 +156,7 @@ def load(folder: Path, index: int, point: dict[str, int], *, name: str):
                 f"the deployment was built with {symbol} {getattr(config, symbol)}, "
                 f"not the point's {value}"
             )
-    text = read_handed(where / MODULE_FILE)
-    check_module(text)
-    try:
-        mod = tvm.ir.load_json(text)
-    except Exception as exc:
-        raise ImportedError(f"the deployment's module does not load: {exc}") from None
-    if not isinstance(mod, tvm.IRModule):
-        raise ImportedError("the deployment's module is not an IRModule")
+    mod = load_module(read_handed(where / MODULE_FILE))
     functions = meta.get("functions")
     declared = {gv.name_hint for gv in mod.get_global_vars()}
     if (
@@ -181,15 +175,11 @@ def load(folder: Path, index: int, point: dict[str, int], *, name: str):
         isinstance(n, str) and len(n) <= 200 for n in names
     ):
         raise ImportedError("param_names does not name every parameter")
-    assumptions = meta.get("assumptions", [])
-    if not isinstance(assumptions, list) or len(assumptions) > 8 or not all(
-        isinstance(a, str) and len(a) <= 1000 for a in assumptions
-    ):
-        raise ImportedError("assumptions is not a short list of texts")
+    assumptions = checked_assumptions(meta.get("assumptions", []))
     reference = _reference(where, meta.get("reference"), config, Reference)
     return LLMDeployment(
         name=name, config=config, mod=mod, param_names=names, params=params,
-        reference=reference, assumptions=tuple(assumptions), functions=tuple(functions),
+        reference=reference, assumptions=assumptions, functions=tuple(functions),
     )
 
 
@@ -250,8 +240,8 @@ def _reference(folder: Path, raw: Any, config, kind):
         count = run.get("outputs") if isinstance(run, dict) else None
         if not all(
             isinstance(t, list) and len(t) <= MAX_TOKENS
-            and all(_is_int(v) and 0 <= v < config.vocab for v in t) for t in tokens
-        ) or not _is_int(count) or not 0 < count <= MAX_TOKENS:
+            and all(is_int(v) and 0 <= v < config.vocab for v in t) for t in tokens
+        ) or not is_int(count) or not 0 < count <= MAX_TOKENS:
             raise ImportedError(f"the deployment's reference run {index} is not token ids")
         outputs = []
         for k in range(count):
@@ -270,7 +260,3 @@ def _reference(folder: Path, raw: Any, config, kind):
         return replay[key]
 
     return kind(name, run)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

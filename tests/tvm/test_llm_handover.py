@@ -60,7 +60,7 @@ def folder(handed, tmp_path):
 
 
 def test_the_handed_over_deployment_replays_the_frameworks_logits(folder):
-    assert llm_imported.points(folder) == [POINT]
+    assert llm_imported.index(folder) == ([POINT], {})
     deployment = llm_imported.load(folder, 0, POINT, name="llama")
     assert deployment.config.context_window == 64 and deployment.reference.name == "transformers"
     prompt, steps = reference_runs(scenario_tokens(deployment.config, 0))[0]

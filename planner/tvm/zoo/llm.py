@@ -426,6 +426,8 @@ def call_factory(factory: Callable, where: str, params: dict,
                  defaults: dict | None = None) -> LLMDeployment:
     """``factory(**params)`` with those of ``defaults`` it takes and ``params`` does not
     set; LLMError unless it returns an :class:`LLMDeployment`."""
+    from planner.tvm.zoo.python_source import accepted_parameters
+
     params = {**{k: v for k, v in (defaults or {}).items() if k in accepted_parameters(factory)},
               **params}
     try:
@@ -440,16 +442,6 @@ def call_factory(factory: Callable, where: str, params: dict,
             "(planner.tvm.zoo.llm.deployment_of or decoder_deployment)"
         )
     return result
-
-
-def accepted_parameters(factory: Callable) -> set[str]:
-    """The names ``factory`` takes (none known for a callable that does not say)."""
-    import inspect
-
-    try:
-        return set(inspect.signature(factory).parameters)
-    except (TypeError, ValueError):
-        return set()
 
 
 def _transformers_model(config: DecoderConfig, seed: int):

@@ -122,11 +122,16 @@ def _torch_parts(result: Any, where: str) -> tuple[Any, Any, Any]:
 
 
 def _axis_parameters(factory, bounds: Mapping[str, int]) -> dict[str, int]:
-    try:
-        accepted = inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # a builtin or C callable says nothing of its parameters
-        return {}
+    accepted = accepted_parameters(factory)
     return {symbol: bound for symbol, bound in bounds.items() if symbol in accepted}
+
+
+def accepted_parameters(factory) -> set[str]:
+    """The names ``factory`` takes (none known for a callable that does not say)."""
+    try:
+        return set(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):  # a builtin or C callable says nothing of its parameters
+        return set()
 
 
 def _import_file(path: Path):
