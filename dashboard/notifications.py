@@ -128,7 +128,8 @@ def pull_request_comment(run: Run, base: Commit | None, alerts: list[Alert]) -> 
     for row in changed:
         mark = " :warning:" if row.series_ids in flagged else ""
         at = f" at {row.shape_label}" if row.shape_label else ""
-        note = f" ({row.llm_note})" if row.llm_note else ""
+        note = row.llm_note
+        note = f" ({note})" if note else ""
         lines.append(
             f"| {row.model}{at}{mark} | {row.strategy} | {row.board} | "
             f"{human_bytes(row.base_bytes)} | {human_bytes(row.head_bytes)} | "

@@ -91,7 +91,7 @@ def _parts_html(before, after) -> str:
     both = before is not None and after is not None
     pieces = []
     for part in compare.breakdown_change(before, after):
-        key, a, b = part["key"], part["before"], part["after"]
+        key = part["key"]
         if key == "planned":
             continue
         label = _PART_WORDS[key]
@@ -99,26 +99,28 @@ def _parts_html(before, after) -> str:
             how = [h or "not recorded how" for h, side in zip(part["how"], (before, after),
                                                                   strict=True) if side]
             label += f" ({' → '.join(dict.fromkeys(how))})"
-        if both and a != b:
-            value = f"{bytes_cell(a)} → {bytes_cell(b)} {signed_bytes_cell(part['change'])}"
-        else:
-            value = bytes_cell(b if after is not None else a)
+        value = _before_after(part, both, after is not None)
         pieces.append(f'<span data-part="{key}">{label} {value}</span>')
     return f'<span class="sub" data-parts>{" · ".join(pieces)}</span>'
 
 
-def _llm_html(row) -> str:
-    """An LLM deployment's parameters, KV cache and each function's planned bytes on both
-    sides, and the function that moved. Fixed words, function names from a fixed list
-    (``planner.report.LLM_FUNCTIONS``) and numbers."""
+def _before_after(part: dict, both: bool, has_after: bool) -> str:
+    """A part's bytes: before → after and the change where both sides have it and it
+    moved, else the one side's."""
+    a, b = part["before"], part["after"]
+    if both and a != b:
+        return f"{bytes_cell(a)} → {bytes_cell(b)} {signed_bytes_cell(part['change'])}"
+    return bytes_cell(b if has_after else a)
+
+
+def _llm_html(row, parts: list[dict]) -> str:
+    """An LLM deployment's ``parts`` (``row.llm_parts``: parameters, KV cache and each
+    function's planned bytes) on both sides, and the function that moved. Fixed words,
+    function names from a fixed list (``planner.report.LLM_FUNCTIONS``) and numbers."""
     both = row.base is not None and row.head is not None
     pieces = []
-    for part in row.llm_parts:
-        a, b = part["before"], part["after"]
-        if both and a != b:
-            value = f"{bytes_cell(a)} → {bytes_cell(b)} {signed_bytes_cell(part['change'])}"
-        else:
-            value = bytes_cell(b if row.head is not None else a)
+    for part in parts:
+        value = _before_after(part, both, row.head is not None)
         pieces.append(f'<span data-llm-part="{escape(part["key"])}">{escape(part["label"])} '
                       f"{value}</span>")
     note = row.llm_note
@@ -199,9 +201,10 @@ def comparison_rows(rows, by_toolchain: bool = False, points: bool = False) -> s
                 f'<tr class="parts-row"><td colspan="{2 + int(points) + len(cells) + 1}">'
                 f"{_parts_html(*parts)}</td></tr>"
             )
-        if row.llm_parts:
+        llm_parts = row.llm_parts
+        if llm_parts:
             html.append(
                 f'<tr class="parts-row"><td colspan="{2 + int(points) + len(cells) + 1}">'
-                f"{_llm_html(row)}</td></tr>"
+                f"{_llm_html(row, llm_parts)}</td></tr>"
             )
     return mark_safe("\n".join(html))  # text escaped above; the rest is numbers
