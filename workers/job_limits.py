@@ -673,6 +673,9 @@ class JobWatch:
         self.peak_tasks = 0
         self._done = threading.Event()
         self._lock = threading.Lock()
+        #: The count's last walk of ``/proc`` (when, what it found), which the measure reuses
+        #: while it is younger than a look: each walk reads every process on the host.
+        self._walked: tuple[float, list[Task]] | None = None
         name = f"sandbox-watch-{job.root.pid}"
         self._threads = [
             threading.Thread(target=self._watch, args=(self.count,), name=name, daemon=True),
@@ -718,6 +721,7 @@ class JobWatch:
                 tasks = max(tasks, self.tasks)
         else:
             members = self.job.members()
+            self._walked = (time.monotonic(), members)
             processes, tasks = len(members), sum(task.threads for task in members)
         self.peak_processes = max(self.peak_processes, processes)
         self.peak_tasks = max(self.peak_tasks, tasks)
@@ -726,6 +730,14 @@ class JobWatch:
         if tasks >= self.tasks:
             return tasks_breach(tasks, processes, self.processes, self.threads)
         return None
+
+    def _members(self) -> list[Task]:
+        """The job's processes as the count's walk found them, if it walked within the last
+        look (a process started since is measured at the next), else from a walk of its own."""
+        walked = self._walked
+        if walked is not None and time.monotonic() - walked[0] < self.interval:
+            return walked[1]
+        return self.job.members()
 
     def measure(self) -> str | None:
         """Memory, the scratch folder and GPU memory: reads that cost, for a bounded number
@@ -742,7 +754,7 @@ class JobWatch:
                 self.reads.update(members)
                 on_disk = self.held.count(members, self.reads.held_files())[1]
         else:
-            members = self.job.members()
+            members = self._members()
             self.reads.update(members)
             memory, on_disk = self.held.count(members, self.reads.held_files())
             # Resident pages bound the private ones: within the limit, nothing to read.

@@ -196,12 +196,16 @@ def run_compile(job: JobSpec) -> list[StrategyReport]:
     from planner.tvm import memory
 
     # One warm measuring process for the whole job (every strategy at every point), and for
-    # no other job; started before this process imports TVM, so that the two imports run
-    # side by side rather than the measuring one beside the builds.
+    # no other job; started first thing, forked from this process as it imports TVM where
+    # main() preloaded the shim, so that it is ready when the first build is.
     with memory.MeasuringProcess() as measurer:
-        if job.check_locally and (job.memory_configs is None or job.memory_configs):
+        if _measures_host_memory(job):
             measurer.start()
         return _run_compile(job, measurer)
+
+
+def _measures_host_memory(job: JobSpec) -> bool:
+    return job.check_locally and (job.memory_configs is None or bool(job.memory_configs))
 
 
 def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
@@ -500,6 +504,13 @@ def _checkout_on_path(root: str) -> None:
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     job = JobSpec.from_json(json.loads(Path(argv[0]).read_text()))
+    if job.phase == "compile" and _measures_host_memory(job):
+        from planner.tvm import memory
+
+        # Before any thread starts: this process runs again with the memory shim preloaded,
+        # idle, and its measuring process is forked from it after TVM is imported, rather
+        # than started fresh to import TVM a second time.
+        memory.preload_idle_shim()
     if job.phase == "import" and job.base_dir:
         _checkout_on_path(job.base_dir)
     reports = run(job)

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +35,10 @@ from planner.tvm import native
 
 SHIM_SOURCE = Path(__file__).with_name("memshim.c")
 MEMORY_CONFIGS = ("pooled", "naive")
+#: Set while a process runs with the shim preloaded idle (:func:`preload_idle_shim`).
+IDLE_ENV = "PEAKWATCH_MEMSHIM_IDLE"
+#: Whether this process has the shim preloaded idle, to fork its measuring process from.
+_idle_shim = False
 
 
 class MeasurementError(RuntimeError):
@@ -50,18 +55,50 @@ def shim_library(cache_dir: Path | None = None) -> Path:
         raise MeasurementError(f"could not compile the memory shim: {exc}") from None
 
 
+def preload_idle_shim() -> None:
+    """Run this process again, once, with the shim preloaded and idle, so that its measuring
+    process can be forked from it once TVM is imported (:class:`MeasuringProcess`): a job
+    then pays TVM's start-up once, not once more for a fresh measuring process. Call it
+    first thing, before any thread starts; where the shim cannot be built or preloaded,
+    nothing changes and the measuring process is started fresh."""
+    global _idle_shim
+    if IDLE_ENV in os.environ:  # the run again: preloaded, unless the loader refused it
+        del os.environ[IDLE_ENV]
+        # What this process starts (the C compiler, a fresh measuring process) starts
+        # without it; the shim stays loaded here.
+        os.environ.pop("LD_PRELOAD", None)
+        _idle_shim = hasattr(ctypes.CDLL(None), "peakwatch_start_counting")
+        return
+    if os.environ.get("LD_PRELOAD"):
+        return  # someone else's: left alone
+    try:
+        library = shim_library()
+    except MeasurementError:
+        return
+    env = {**os.environ, "LD_PRELOAD": str(library), IDLE_ENV: "1"}
+    # numpy's BLAS threads would be forked in a broken state; nothing here needs them.
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, sys.orig_argv, env)
+
+
 class MeasuringProcess:
     """One warm measuring process for a job: TVM is imported once, and each measurement runs
     in a child forked from it, so that no build finds another's pools, workspace or counts.
 
-    The process (``python -m planner.tvm.memory --serve``, with the shim preloaded) starts
-    at :meth:`start` or the first measurement (a compile starts it first thing, so that its
-    start-up overlaps the builds); it serves one request at a time
-    over its standard input and output, and ends with :meth:`close`. Its children start
-    from the state a fresh process would have after importing TVM, with the kernel
-    libraries already loaded: the figures are those a process per build gave, to the byte.
-    It is never shared between two jobs; within one it sees only that job's builds. The
-    build being measured is loaded once in the process, for both allocators' children.
+    Where this process has the shim preloaded idle (:func:`preload_idle_shim`, a worker's
+    job) and no thread runs yet, :meth:`start` imports TVM here and forks the measuring
+    process from this one, which starts counting there; else it starts a fresh one
+    (``python -m planner.tvm.memory --serve``, the shim preloaded, TVM's runtime alone).
+    It starts at :meth:`start` or the first measurement (a compile starts it first thing,
+    so that it is ready when the first build is); it serves one request at a time over its
+    standard input and output, and ends with :meth:`close`. The shim counts only TVM's
+    allocations, and every figure is a difference of counts taken in a child forked for
+    one measurement, after it loaded the build: the figures are those a fresh process per
+    build gave, to the byte, whichever way the process started. It is never shared between
+    two jobs; within one it sees only that job's builds. The build being measured is loaded
+    once in the process, for both allocators' children.
     """
 
     def __init__(self, *, timeout: float = 600):
@@ -75,6 +112,12 @@ class MeasuringProcess:
     def start(self) -> MeasuringProcess:
         """Start the process, if not yet started: cheap to make, paid for when used."""
         if self._proc is not None or self._start_error or self._closed:
+            return self
+        if _idle_shim and threading.active_count() == 1:
+            import tvm  # noqa: F401  (imported here, once, for both processes)
+
+            self._proc = _ForkedServer()
+            threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
             return self
         try:
             env = {**os.environ, "LD_PRELOAD": str(shim_library())}
@@ -188,6 +231,60 @@ class MeasuringProcess:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _ForkedServer:
+    """The measuring process forked from this one: what :class:`MeasuringProcess` uses of a
+    ``subprocess.Popen``."""
+
+    def __init__(self) -> None:
+        requests, self._requests = os.pipe()
+        self._answers, answers = os.pipe()
+        self._errors, errors = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setsid()  # its own group, killed whole as a fresh one's would be
+                for fd, to in ((requests, 0), (answers, 1), (errors, 2)):
+                    os.dup2(fd, to)
+                for fd in (requests, self._requests, self._answers, answers, self._errors,
+                           errors):
+                    os.close(fd)
+                ctypes.CDLL(None).peakwatch_start_counting()
+                with open(0, closefd=False) as lines, open(1, "w", closefd=False) as out:
+                    _serve(lines, out)
+                code = 0
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        for fd in (requests, answers, errors):
+            os.close(fd)
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin = open(self._requests, "w")  # noqa: SIM115 (closed by MeasuringProcess)
+        self.stdout = open(self._answers)  # noqa: SIM115
+        self.stderr = open(self._errors)  # noqa: SIM115
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"measuring process {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
 
 
 def _stats(shim) -> dict:
@@ -321,11 +418,13 @@ def _load_runtime_extras(tvm) -> None:
             return
 
 
-def _serve() -> None:
+def _serve(lines=None, out=None) -> None:
     """The warm side of :class:`MeasuringProcess`: one JSON request per line in, one JSON
     answer per line out, each measured in a forked child."""
     import tvm
 
+    lines = sys.stdin if lines is None else lines
+    out = sys.stdout if out is None else out
     if os.environ.get("TVM_USE_RUNTIME_LIB") == "1":
         _load_runtime_extras(tvm)
 
@@ -334,7 +433,7 @@ def _serve() -> None:
     # under the other allocator, whose child then starts with it loaded too. What a child
     # counts starts after the load either way.
     last: tuple[str, object] | None = None
-    for line in sys.stdin:
+    for line in lines:
         request = json.loads(line)
         answer: dict
         try:
@@ -357,8 +456,8 @@ def _serve() -> None:
                 )
         except Exception as exc:  # one failed measurement is that build's, not the job's
             answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
-        sys.stdout.write(json.dumps(answer) + "\n")
-        sys.stdout.flush()
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
 
 
 def _in_child(measure, *request) -> dict:

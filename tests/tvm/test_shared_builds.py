@@ -129,6 +129,39 @@ def test_a_build_measured_after_others_reads_as_measured_alone(tmp_path):
     assert alone["inference_peak_bytes"] > 0 and alone["untracked_allocations"] == 0
 
 
+def test_a_measuring_process_forked_from_a_job_measures_the_bytes_a_fresh_one_does(tmp_path):
+    (stock, plain), kernels, inputs = _saved_builds(tmp_path, ["none"])
+    with memory.MeasuringProcess() as process:  # this process has no shim: a fresh one
+        fresh = [process.measure(build, inputs, kernels=kernels, memory_cfg=cfg)
+                 for build in (stock, plain) for cfg in memory.MEMORY_CONFIGS]
+
+    # As a worker's job does (planner.tvm.job): the shim preloaded idle, then the measuring
+    # process forked from the job's own process, which imported TVM once.
+    printed = _python(
+        "import json, os, sys\n"
+        "from pathlib import Path\n"
+        "from planner.tvm import memory\n"
+        "memory.preload_idle_shim()\n"
+        f"builds, kernels, inputs = {[str(stock), str(plain)]!r}, {str(kernels)!r}, "
+        f"{str(inputs)!r}\n"
+        "with memory.MeasuringProcess() as process:\n"
+        "    process.start()\n"
+        "    server = Path(f'/proc/{process._proc.pid}/cmdline').read_bytes()\n"
+        "    figures = [process.measure(Path(b), Path(inputs), kernels=Path(kernels),\n"
+        "                               memory_cfg=cfg)\n"
+        "               for b in builds for cfg in memory.MEMORY_CONFIGS]\n"
+        "mine = Path('/proc/self/cmdline').read_bytes()\n"
+        "print(json.dumps([figures, server == mine, 'LD_PRELOAD' in os.environ,\n"
+        "                  'tvm' in sys.modules]))\n"
+    )
+    figures, forked, preload_inherited, tvm_imported = json.loads(printed)
+
+    assert forked and tvm_imported  # no second interpreter to import TVM again
+    assert not preload_inherited  # what the job starts (the C compiler) runs without it
+    assert figures == fresh
+    assert all(f["inference_peak_bytes"] > 0 for f in figures)
+
+
 def test_a_build_that_cannot_load_fails_alone_and_the_next_is_measured(tmp_path):
     (stock,), kernels, inputs = _saved_builds(tmp_path, [])
     broken = tmp_path / "broken.vm"
