@@ -117,6 +117,11 @@ def handle(args: argparse.Namespace) -> int:
     except ShapeError as exc:
         sys.stderr.write(f"planner: {exc}\n")
         return 2
+    if not args.no_memory:
+        from planner.tvm import memory
+
+        # As a worker's job does: TVM imported once, its measuring process forked from here.
+        memory.preload_idle_shim()
     from planner.tvm.compile import compile_model
     from planner.tvm.zoo import ModelSource, ModelSourceError
 

@@ -168,7 +168,9 @@ def compile_model(
         if measuring and measurer is None:
             measurer = stack.enter_context(memory.MeasuringProcess())
         if measuring:
-            # Started now, so that its import of TVM overlaps the builds.
+            # Started now: forked from this process while it runs one thread, where the
+            # shim is preloaded idle (memory.preload_idle_shim), else a fresh process whose
+            # import of TVM overlaps the builds.
             measurer.start()
         return _compile(
             source, chosen, model_name=model_name, tgt=tgt, repeat=repeat,

@@ -113,9 +113,10 @@ class MeasuringProcess:
         """Start the process, if not yet started: cheap to make, paid for when used."""
         if self._proc is not None or self._start_error or self._closed:
             return self
-        if _idle_shim and threading.active_count() == 1:
+        if _idle_shim and _one_thread():
             import tvm  # noqa: F401  (imported here, once, for both processes)
 
+        if _idle_shim and _one_thread():  # importing TVM started none
             self._proc = _ForkedServer()
             threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
             return self
@@ -231,6 +232,15 @@ class MeasuringProcess:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _one_thread() -> bool:
+    """Whether this process runs one thread, native ones counted (a framework's pool), so
+    that a fork leaves no lock held by a thread the child does not have."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
 
 
 class _ForkedServer:
