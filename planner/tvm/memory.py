@@ -76,8 +76,11 @@ def preload_idle_shim() -> None:
     except MeasurementError:
         return
     env = {**os.environ, "LD_PRELOAD": str(library), IDLE_ENV: "1"}
-    # numpy's BLAS threads would be forked in a broken state; nothing here needs them.
-    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    # numpy's BLAS starts its threads as it loads, and a process with threads does not fork
+    # its measuring process; nothing here needs them. OpenMP's are left alone: a model
+    # file's framework computes the reference outputs with them, to the same bits as
+    # before (torchvision's ResNet-18 differed in the last digit on one thread).
+    env["OPENBLAS_NUM_THREADS"] = "1"
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, sys.orig_argv, env)
