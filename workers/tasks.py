@@ -202,7 +202,8 @@ def _run_model(
         return
     cache = _CacheLookup(run, suite, entry, runner, mirror, toolchain)
     keys = cache.whole_tree_keys(todo)
-    todo = _reuse_cached(run, entry, board, todo, keys, _label(toolchain), cache=cache)
+    with actions.snapshots_deferred():
+        todo = _reuse_cached(run, entry, board, todo, keys, _label(toolchain), cache=cache)
     if not todo:
         return
     where = f"{entry.name} on {board} with {_label(toolchain)}"
@@ -224,21 +225,23 @@ def _run_model(
         pipeline=suite.pipeline, toolchain=toolchain if spec else None, shapes=axis,
     )
     wanted = {(strategy, label(point)) for strategy, point in todo}
-    for report in reports:
-        key = (report.strategy, label(report.shape_point))
-        if key not in wanted:
-            # Recorded already: a point the compile had to cover for another strategy.
-            continue
-        if not report.ok:
-            actions.append_log(
-                run, f"{where} / {report.strategy}{_at(report.shape_point)}: {report.error}"
+    # One trend snapshot for the model's results, once they are all in.
+    with actions.snapshots_deferred():
+        for report in reports:
+            key = (report.strategy, label(report.shape_point))
+            if key not in wanted:
+                # Recorded already: a point the compile had to cover for another strategy.
+                continue
+            if not report.ok:
+                actions.append_log(
+                    run, f"{where} / {report.strategy}{_at(report.shape_point)}: {report.error}"
+                )
+            actions.record_result(
+                run, model=entry.name, strategy=report.strategy, board=board, report=report,
+                cache_key=keys.get(key, "") if report.ok else "", toolchain=spec,
+                reads=cache.recorded(report) if report.ok else None,
+                tolerance=suite.tolerance_for(entry, key[1]),
             )
-        actions.record_result(
-            run, model=entry.name, strategy=report.strategy, board=board, report=report,
-            cache_key=keys.get(key, "") if report.ok else "", toolchain=spec,
-            reads=cache.recorded(report) if report.ok else None,
-            tolerance=suite.tolerance_for(entry, key[1]),
-        )
 
 
 def _label(toolchain: toolchains.Toolchain) -> str:

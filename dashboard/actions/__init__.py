@@ -55,6 +55,7 @@ from dashboard.actions.runs import (
 from dashboard.actions.series import (
     forget_result,
     materialise_trend,
+    snapshots_deferred,
     summarise_all_series,
     summarise_series,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "set_series_threshold",
     "start_run",
     "summarise_all_series",
+    "snapshots_deferred",
     "summarise_series",
     "track_repository",
     "why_not_trackable",

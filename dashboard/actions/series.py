@@ -4,12 +4,34 @@ results are recorded, rerun and removed."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
 from django.db import transaction
 
 from dashboard.models import Model, Result, Series, TrendSnapshot
 from dashboard.overview import latest_cell_html
 from dashboard.series_key import SeriesKey
 from dashboard.trends import series_points, snapshot_of
+
+#: The models whose trend snapshot waits for the end of :func:`snapshots_deferred`.
+_deferred: ContextVar[set[int] | None] = ContextVar("deferred_snapshots", default=None)
+
+
+@contextlib.contextmanager
+def snapshots_deferred() -> Iterator[None]:
+    """Within it, a summarised series leaves its model's trend snapshot to the end, where
+    each model's is stored once: a worker recording a model's results rebuilds it once, not
+    once a Result (each rebuild reads every series of the model)."""
+    models: set[int] = set()
+    token = _deferred.set(models)
+    try:
+        yield
+    finally:
+        _deferred.reset(token)
+        for model_id in sorted(models):
+            materialise_trend(model_id)
 
 
 def summarise_series(key: SeriesKey, *, snapshot: bool = True) -> Series | None:
@@ -37,7 +59,10 @@ def summarise_series(key: SeriesKey, *, snapshot: bool = True) -> Series | None:
             series.latest_result_id = summary.latest_result_id
             series.latest_html = latest_cell_html(series)
             series.save()
-        if snapshot:
+        deferred = _deferred.get()
+        if snapshot and deferred is not None:
+            deferred.add(key.model_id)
+        elif snapshot:
             materialise_trend(key.model_id)
     return series if summary.commits else None
 

@@ -231,6 +231,37 @@ def test_it_counts_a_rerun_commit_once_with_its_newest_result(client, small_cnn,
     assert other["points"][-1][7] == recorded_history[-1].get_absolute_url()
 
 
+def test_a_worker_s_results_reach_the_trend_once_it_has_recorded_the_model(
+    client, small_cnn, recorded_history
+):
+    commit = recorded_history[-1].commit
+    rerun = Run.objects.create(repository=commit.repository, commit=commit)
+    trend = f"/api/models/{small_cnn.pk}/trend/"
+
+    def newest(body, strategy):
+        series = next(s for s in body["series"] if s["strategy"] == strategy)
+        return series["points"][-1][1]
+
+    snapshots = []
+    original = actions.series.materialise_trend
+    actions.series.materialise_trend = lambda model_id: (
+        snapshots.append(model_id), original(model_id))
+    try:
+        with actions.snapshots_deferred():
+            for planned, strategy in ((1234, "none"), (2345, "greedy-by-size")):
+                actions.record_result(rerun, model="small-cnn", strategy=strategy, board="cpu",
+                                      report=report_of(planned_bytes=planned))
+            # Stored, but the snapshot the trend is served from waits for the model's end.
+            assert snapshots == []
+            assert newest(client.get(trend).json(), "none") != 1234
+    finally:
+        actions.series.materialise_trend = original
+
+    body = client.get(trend).json()
+    assert snapshots == [small_cnn.pk]  # once for the model, not once a Result
+    assert (newest(body, "none"), newest(body, "greedy-by-size")) == (1234, 2345)
+
+
 def test_it_leaves_failed_results_out_of_the_trend(client, small_cnn, recorded_history):
     actions.record_result(
         recorded_history[0], model="small-cnn", strategy="hill-climb", board="cpu",
