@@ -119,10 +119,12 @@ class MeasuringProcess:
         if _idle_shim and _one_thread():
             import tvm  # noqa: F401  (imported here, once, for both processes)
 
-        if _idle_shim and _one_thread():  # importing TVM started none
-            self._proc = _ForkedServer()
-            threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
-            return self
+            if _one_thread():  # importing TVM started none
+                self._proc = _ForkedServer()
+                threading.Thread(
+                    target=self._drain_stderr, args=(self._proc,), daemon=True
+                ).start()
+                return self
         try:
             env = {**os.environ, "LD_PRELOAD": str(shim_library())}
         except MeasurementError as exc:
