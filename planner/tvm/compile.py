@@ -1098,7 +1098,7 @@ class _Measurements:
         else:
             try:
                 library = library_of(build.executable)
-                kernels = self.libraries.export(library, self.folder) if library else None
+                kernels = self.libraries.files(library, self.folder) if library else None
                 save_executable(build.executable, path)
             except Exception as exc:  # a missing C compiler must not lose the other figures
                 log.warning("could not save %s for measuring: %s", build.report.strategy, exc)

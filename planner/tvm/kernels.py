@@ -56,6 +56,13 @@ class KernelLibrary:
     #: Each kernel's workspace requests as built (:func:`planner.tvm.workspace.kernel_requests`),
     #: read while it was built for a CPU; None where not read.
     workspace: dict[str, list | None] | None = None
+    #: An earlier library whose machine code this one's holds no copy of: only the kernels
+    #: that differ from ``base``'s (or that it lacks) were built here, and the loaded shared
+    #: object imports ``base``'s, where the runtime finds the rest (the VM looks a kernel up
+    #: in the library first, then in what it imports, and so on down: ``functions`` is
+    #: always the whole set a name resolves to).
+    base: KernelLibrary | None = None
+    attrs: object = None
 
 
 class _Once:
@@ -120,7 +127,8 @@ class KernelLibraries:
 
     @property
     def libraries(self) -> list[KernelLibrary]:
-        return [entry[3] for entry in self._libraries.made]
+        # A set of kernels all of one library's serves as that library: listed once.
+        return list({id(entry[3]): entry[3] for entry in self._libraries.made}.values())
 
     def build(self, mod: tvm.IRModule, target: tvm.target.Target) -> relax.VMExecutable:
         """``relax.build(mod, target, relax_pipeline=None)``, with the kernel library of an
@@ -166,7 +174,10 @@ class KernelLibraries:
         return executable
 
     def _compile(self, kernels: tvm.IRModule, key: int, attrs, target) -> KernelLibrary:
-        tir_mod = tvm.IRModule(dict(kernels.functions), attrs=attrs)
+        base, own = self._base_for(kernels, attrs, target)
+        if base is not None and not own:
+            return base  # every kernel is one of that library's, as it is
+        tir_mod = tvm.IRModule(own if base is not None else dict(kernels.functions), attrs=attrs)
         tir_mod = vm_build._auto_attach_system_lib_prefix(tir_mod, target, None)
         # The CPU pool's requests are read from the kernels as built, not estimated.
         reading = workspace.capture() if target.kind.name == "llvm" else contextlib.nullcontext()
@@ -177,7 +188,11 @@ class KernelLibraries:
 
             # A kernel the board could not compile fails here, on any host.
             cuda.compile_kernels(runtime, target)
-        library = KernelLibrary(kernels, key, str(target), runtime, workspace=requests)
+        if base is not None:
+            requests = _requests_of(base, kernels, requests)
+        library = KernelLibrary(
+            kernels, key, str(target), runtime, workspace=requests, base=base, attrs=attrs
+        )
         if self.emit_to is not None and runtime.kind == "llvm":
             # In the thread that built it, beside the other library's build, rather than
             # later in the one thread that saves every build.
@@ -187,8 +202,51 @@ class KernelLibraries:
                 self.loaded(library)
         return library
 
+    def _base_for(self, kernels: tvm.IRModule, attrs, target) -> tuple[KernelLibrary | None, dict]:
+        """The library already built that holds most of ``kernels`` as they are, and the
+        kernels it lacks (by name, compared by structural equality); (None, {}) where none
+        holds any, or where the library could not be loaded on top of it.
+
+        An LLM deployment's functions are planned one by one, and each one's plan changes a
+        few of the kernels (temporaries lifted, ``noalias`` dropped) while the KV cache's
+        attention kernels, most of the machine code, stay the same: built once, not once a
+        function. Only where each library is loaded as it is built (``load_kernels``), so
+        that nothing links the two into one ``model.so``, whose kernels would clash by name.
+        """
+        if not (self.load_kernels and self.emit_to is not None and target.kind.name == "llvm"):
+            return None, {}
+        with self._libraries._lock:
+            candidates = [
+                library for library in self.libraries
+                if library.target == str(target)
+                and library.runtime.kind == "llvm" and not library.runtime.imports
+                and library.loaded is not None
+                and tvm_ffi.structural_equal(library.attrs, attrs)
+            ]
+        best, best_own, best_shared = None, {}, 0
+        for library in candidates:
+            theirs = {gv.name_hint: func for gv, func in library.functions.functions.items()}
+            own = {
+                gv: func for gv, func in kernels.functions.items()
+                if gv.name_hint not in theirs
+                or not tvm_ffi.structural_equal(theirs[gv.name_hint], func)
+            }
+            shared = len(kernels.functions) - len(own)
+            if shared > best_shared:
+                best, best_own, best_shared = library, own, shared
+        return best, best_own
+
+    def files(self, library: KernelLibrary, folder: Path) -> list[Path]:
+        """The shared objects a process loads for ``library``, each importing the next
+        (:meth:`export`): the library's own, then its base's."""
+        files = [self.export(library, folder)]
+        if library.base is not None:
+            files += self.files(library.base, folder)
+        return files
+
     def export(self, library: KernelLibrary, folder: Path, **options) -> Path:
-        """``library`` as a shared object in ``folder``, written the first time only."""
+        """``library`` as a shared object in ``folder``, written the first time only (a
+        library built on a base: its own kernels only, see :meth:`files`)."""
         if library.exported is None or not library.exported.is_file():
             path = Path(folder) / f"kernels-{library.key & (2**64 - 1):016x}.so"
             if options:
@@ -252,8 +310,20 @@ class KernelLibraries:
         if library.loaded is None:
             if library.exported is None:
                 raise ValueError("the kernel library was not exported")
-            library.loaded = tvm.runtime.load_module(str(library.exported))
+            loaded = tvm.runtime.load_module(str(library.exported))
+            if library.base is not None:
+                loaded.import_module(self.loaded(library.base))
+            library.loaded = loaded
         return library.loaded
+
+
+def _requests_of(base: KernelLibrary, kernels: tvm.IRModule, own: dict | None) -> dict | None:
+    """The workspace requests of ``kernels`` where ``own`` holds those built here and
+    ``base`` the rest; None where either was not read."""
+    if base.workspace is None or own is None:
+        return None
+    names = {gv.name_hint for gv in kernels.functions}
+    return {**{k: v for k, v in base.workspace.items() if k in names}, **own}
 
 
 def _emit(library: KernelLibrary, folder: Path) -> Path:

@@ -457,7 +457,7 @@ def _measure(deployment: LLMDeployment, builds: dict, libraries: KernelLibraries
                     continue
                 path = folder / f"{strategy}-{function}.vm".replace("+", "_")
                 library = library_of(build.executable)
-                kernels = libraries.export(library, folder) if library else None
+                kernels = libraries.files(library, folder) if library else None
                 save_executable(build.executable, path)
                 for config_name in memory.MEMORY_CONFIGS:
                     try:

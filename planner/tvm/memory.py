@@ -163,15 +163,16 @@ class MeasuringProcess:
         executable: Path,
         inputs_file: Path,
         *,
-        kernels: Path | None = None,
+        kernels: Path | list[Path] | None = None,
         entry: str = "forward",
         memory_cfg: str = "pooled",
         llm: dict | None = None,
     ) -> dict:
         """Measure one build: ``executable`` as a ``.vm`` file
         (:func:`planner.tvm.kernels.save_executable`) linked to ``kernels`` (a shared
-        object), or a whole ``export_library`` file (``.so``), with no ``kernels``; inputs
-        as an ``.npz`` of positional arrays."""
+        object, or a list of them, each importing the next:
+        :meth:`planner.tvm.kernels.KernelLibraries.files`), or a whole ``export_library``
+        file (``.so``), with no ``kernels``; inputs as an ``.npz`` of positional arrays."""
         if memory_cfg not in MEMORY_CONFIGS:
             raise ValueError(f"memory_cfg must be one of {MEMORY_CONFIGS}")
         self.start()
@@ -179,7 +180,7 @@ class MeasuringProcess:
             raise MeasurementError(self._start_error or "the measuring process was closed")
         request = {
             "executable": str(executable),
-            "kernels": str(kernels) if kernels is not None else None,
+            "kernels": [str(path) for path in _listed(kernels)] or None,
             "arrays": str(inputs_file),
             "entry": entry,
             "memory_cfg": memory_cfg,
@@ -306,6 +307,27 @@ def _stats(shim) -> dict:
     values = (ctypes.c_size_t * 5)()
     shim.peakwatch_stats(values)
     return dict(zip(("live", "peak", "requested", "calls", "untracked"), values, strict=True))
+
+
+def _listed(kernels: Path | list[Path] | None) -> list[Path]:
+    if kernels is None:
+        return []
+    return list(kernels) if isinstance(kernels, list | tuple) else [kernels]
+
+
+def _kernels(paths: list[str] | None, loaded: dict):
+    """The first of ``paths`` loaded, importing the rest as loaded (once each, by path)."""
+    import tvm
+
+    if not paths:
+        return None
+    if paths[0] not in loaded:
+        module = tvm.runtime.load_module(paths[0])
+        below = _kernels(paths[1:], loaded)
+        if below is not None:
+            module.import_module(below)
+        loaded[paths[0]] = module
+    return loaded[paths[0]]
 
 
 def _load(executable: str, kernels):
@@ -452,14 +474,11 @@ def _serve(lines=None, out=None) -> None:
         request = json.loads(line)
         answer: dict
         try:
-            library = request["kernels"]
-            if library is not None and library not in kernels:
-                # Loaded here, before the fork: every child of this job shares it.
-                kernels[library] = tvm.runtime.load_module(library)
+            # Loaded here, before the fork: every child of this job shares it.
+            library = _kernels(request["kernels"], kernels)
             if last is None or last[0] != request["executable"]:
                 last = None  # the previous build is let go before the next is loaded
-                last = (request["executable"],
-                        _load(request["executable"], kernels.get(library)))
+                last = (request["executable"], _load(request["executable"], library))
             if request.get("kind") == "llm":
                 answer = _in_child(
                     _measure_llm_here, last[1], request, request["entry"], request["memory_cfg"]
