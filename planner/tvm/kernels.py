@@ -62,6 +62,7 @@ class KernelLibrary:
     #: in the library first, then in what it imports, and so on down: ``functions`` is
     #: always the whole set a name resolves to).
     base: KernelLibrary | None = None
+    #: The module attributes it was built with: a base must have been built with the same.
     attrs: object = None
 
 
@@ -205,7 +206,7 @@ class KernelLibraries:
     def _base_for(self, kernels: tvm.IRModule, attrs, target) -> tuple[KernelLibrary | None, dict]:
         """The library already built that holds most of ``kernels`` as they are, and the
         kernels it lacks (by name, compared by structural equality); (None, {}) where none
-        holds any, or where the library could not be loaded on top of it.
+        holds any, or where libraries are not loaded as they are built.
 
         An LLM deployment's functions are planned one by one, and each one's plan changes a
         few of the kernels (temporaries lifted, ``noalias`` dropped) while the KV cache's
