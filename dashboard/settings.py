@@ -299,6 +299,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # it. RabbitMQ needs no timeout: it requeues a message the moment its consumer's
     # connection drops.
     "visibility_timeout": envint("PEAKWATCH_VISIBILITY_TIMEOUT", CELERY_TASK_TIME_LIMIT + 600),
+    # Kombu looks for such runs every 10 s but, by default, scans only on every tenth look;
+    # one scan is one small Redis query, so look each time: a run waits the timeout, not
+    # up to 100 s more.
+    "unacked_restore_throttle": 1,
 }
 # RabbitMQ: a worker whose machine vanished (no TCP reset) is noticed after two missed
 # heartbeats, 40 s, and its message requeued. The prefork pool's main process keeps

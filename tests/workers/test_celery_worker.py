@@ -68,7 +68,9 @@ def test_a_worker_killed_mid_run_loses_nothing(tmp_path, start_worker):
     assert not _run(run.pk).is_finished
     second = start_worker(visibility_timeout=4)
 
-    wait_for(lambda: _run(run.pk).is_finished, 240, "the redelivered run to finish",
+    # The visibility timeout is 4 s and the second worker looks for expired runs every
+    # 10 s; kombu's default throttle would leave the run waiting over 100 s.
+    wait_for(lambda: _run(run.pk).is_finished, 75, "the redelivered run to finish",
              [second.log_path])
     run.refresh_from_db()
     failed = [r.error for r in Result.objects.filter(run=run) if r.error]
