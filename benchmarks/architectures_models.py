@@ -168,7 +168,7 @@ def _vision(name: str):
 
 def model(arch: str = "llama"):
     """The tiny ``arch`` (see ARCHITECTURES in benchmarks/architectures.py) and its input."""
-    from planner.tvm.zoo.transformers_source import import_transformers
+    from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     torch.manual_seed(0)

@@ -10,7 +10,7 @@ mkdir -p "$logs"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
 export PYTHONUNBUFFERED=1
 timeout 240 python3 -m pytest -q -p no:cacheprovider -o addopts="" \
-  tests/boards/test_cuda_board.py tests/tvm/test_cuda_memory_counter.py 2>&1 \
+  tests/boards/test_cuda_board.py tests/tvm/measure/test_cuda_memory_counter.py 2>&1 \
   | tee "$logs/pytest.log" | tail -n 25
 timeout 300 python3 benchmarks/cuda_memory.py --json "$logs/cuda-memory.json" 2>&1 \
   | grep -v -E "Warning|warn\(|__new__" | tee "$logs/benchmark.log" | tail -n 30

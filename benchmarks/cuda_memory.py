@@ -8,7 +8,7 @@
 Each model is compiled for CUDA under tvm-stock, best-fit and best-fit+rewrites
 (``compile_model``, which also checks each build's outputs against tvm-stock's on the GPU),
 then each build runs once in a measuring process that counts its ``cudaMalloc`` calls
-(:mod:`planner.tvm.cuda_memory`). Under TVM's naive allocator (the default) each storage
+(:mod:`planner.tvm.measure.cuda_memory`). Under TVM's naive allocator (the default) each storage
 is one ``cudaMalloc`` of exactly its bytes, so the measured peak compares with the planned
 bytes to the byte; ``pooled`` rounds storages up to pages and keeps them, as a deployment
 does. Columns: planned bytes, the measured peak, what the storages and the kernel workspace
@@ -57,9 +57,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner import npz_files  # noqa: E402
-from planner.tvm import cuda, cuda_memory  # noqa: E402
+from planner.tvm.build import cuda  # noqa: E402
 from planner.tvm.compile import STOCK, compile_model  # noqa: E402
-from planner.tvm.zoo import ModelSource  # noqa: E402
+from planner.tvm.measure import cuda_memory  # noqa: E402
+from planner.tvm.sources import ModelSource  # noqa: E402
 
 STRATEGIES = [STOCK, "best-fit", "best-fit+rewrites"]
 

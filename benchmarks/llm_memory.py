@@ -5,7 +5,7 @@ each function's temporary memory under each strategy, measured, and TVM's own es
                                     [--chunk 64,256,1024] [--no-memory]
 
 The decoder is the issue's: 2 layers, hidden 256, 8 heads, 2 KV heads, MLP 512, vocabulary
-4096, pages of 16 tokens, 2 sequences at most (:mod:`planner.tvm.zoo.llm`), with the
+4096, pages of 16 tokens, 2 sequences at most (:mod:`planner.tvm.llm.decoders`), with the
 weights of a transformers model of the same configuration; every build of every point is
 checked against transformers (a prefill of a whole chunk, 3 decode steps, two sequences
 prefilled and decoded together). A prefill chunk larger than the context window cannot be
@@ -47,10 +47,10 @@ def main() -> int:
     from planner.tvm.torch_libraries import prepare_torch_libraries
 
     prepare_torch_libraries()
-    from planner.tvm.kernels import KernelLibraries
-    from planner.tvm.llm import compile_deployment
-    from planner.tvm.memory import MeasuringProcess
-    from planner.tvm.zoo.llm import DecoderConfig, decoder_deployment
+    from planner.tvm.build.kernels import KernelLibraries
+    from planner.tvm.llm.decoders import DecoderConfig, decoder_deployment
+    from planner.tvm.llm.deployment import compile_deployment
+    from planner.tvm.measure.memory import MeasuringProcess
 
     rows, functions_rows, failures = [], [], []
     shown: set[int] = set()

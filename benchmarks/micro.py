@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.tvm.micro import get_board, micro_toolchain_missing, run_micro  # noqa: E402
-from planner.tvm.zoo import ModelSource  # noqa: E402
+from planner.tvm.sources import ModelSource  # noqa: E402
 
 STRATEGIES = [
     "tvm-stock", "none", "tvm-token-reuse", "greedy-by-size", "best-fit", "optimal",

@@ -27,7 +27,7 @@ def forms(mod):
     import tvm
     from tvm import relax
 
-    from planner.tvm.lowering import _backend
+    from planner.tvm.plan.lowering import _backend
 
     yield "raw", lambda: mod
     yield "fp16", lambda: relax.transform.ToMixedPrecision(out_dtype="float16")(mod)
@@ -62,9 +62,9 @@ def main() -> None:
 
     import tvm
 
-    from planner.tvm.module_check import UnsafeModule, check_module_json
-    from planner.tvm.zoo import ModelSource, build_network, zoo_names
-
+    from planner.tvm.sources import ModelSource, build_network
+    from planner.tvm.sources.module_check import UnsafeModule, check_module_json
+    from planner.tvm.zoo import zoo_names
     root = Path(__file__).resolve().parents[1]
     sources = [ModelSource(f"zoo:{name}", {}) for name in zoo_names()]
     sources.append(ModelSource(str(root / "examples/tracked-repository/models/mlp.onnx"), {}))

@@ -6,7 +6,7 @@
     python benchmarks/operator_order.py --rewrites       # also best-fit+rewrites(+reorder)
 
 Each model is compiled once under ``best-fit`` (program order) and ``best-fit+reorder``
-(see planner/order.py and planner/tvm/reorder.py), both checked against tvm-stock. Printed
+(see planner/order.py and planner/tvm/plan/reorder.py), both checked against tvm-stock. Printed
 per model: the max-live lower bound in program order and in the chosen order, the arena
 each plan needs, planned and measured bytes (pooled allocator), whether outputs match,
 and what the search did. torchvision networks need torch and torchvision installed
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.tvm.compile import compile_model  # noqa: E402
-from planner.tvm.zoo import ModelSource, ModelSourceError  # noqa: E402
+from planner.tvm.sources import ModelSource, ModelSourceError  # noqa: E402
 
 MODELS: dict[str, ModelSource] = {
     "randwire-ws-16": ModelSource("zoo:randwire", {"nodes": 16, "resolution": 32}),

@@ -50,11 +50,12 @@ def tvm_trace(model: str, **params) -> Problem:
 
     The same extraction ``python -m planner compile`` plans, without building or running.
     """
-    from planner.tvm import extract, lowering
-    from planner.tvm.zoo import ModelSource, build_network
+    from planner.tvm.build.target import make_target
+    from planner.tvm.plan import extract, lowering
+    from planner.tvm.sources import ModelSource, build_network
 
     network = build_network(ModelSource(f"zoo:{model}", params))
-    target = lowering.make_target("llvm")
+    target = make_target("llvm")
     lowered = lowering.lower_to_allocations(network.mod, target)
     extraction = extract.extract(lowered, network.entry, dict(network.shape_bounds))
     problem = extraction.problem()

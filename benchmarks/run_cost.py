@@ -46,39 +46,42 @@ ROOT = Path(__file__).resolve().parents[1]
 PHASES: dict[str, list[tuple[str, str]]] = {
     "export": [("planner.tvm.compile", "imported_network")],
     "lowering": [
-        ("planner.tvm.lowering", "lower_to_allocations"),
-        ("planner.tvm.lowering", "finish_lowering"),
-        ("planner.tvm.compile", "extract"),
-        ("planner.tvm.compile", "lift_kernel_temporaries"),
-        ("planner.tvm.compile", "_prepare"),
-        ("planner.tvm.compile", "inline_pool_padding"),
-        ("planner.tvm.compile", "_in_chosen_order"),
+        ("planner.tvm.plan.lowering", "lower_to_allocations"),
+        ("planner.tvm.plan.lowering", "finish_lowering"),
+        ("planner.tvm.plan.variants", "extract"),
+        ("planner.tvm.plan.variants", "lift_kernel_temporaries"),
+        ("planner.tvm.plan.variants", "prepare_variant"),
+        ("planner.tvm.compile", "prepare_variant"),
+        ("planner.tvm.plan.variants", "inline_pool_padding"),
+        ("planner.tvm.plan.variants", "in_chosen_order"),
     ],
     "planning": [
         ("planner.strategies", "solve"),
-        ("planner.tvm.compile", "find_rewrites"),
-        ("planner.tvm.compile", "apply_plan"),
-        ("planner.tvm.compile", "rewrite_kernels"),
-        ("planner.tvm.compile", "unalias_overlapping_calls"),
-        ("planner.tvm.lowering", "plan_with_stock_planner"),
-        ("planner.tvm.compile", "stock_offsets"),
-        ("planner.tvm.compile", "validate_plan"),
+        ("planner.tvm.plan.strategy", "find_rewrites"),
+        ("planner.tvm.plan.strategy", "apply_plan"),
+        ("planner.tvm.plan.strategy", "rewrite_kernels"),
+        ("planner.tvm.plan.strategy", "unalias_overlapping_calls"),
+        ("planner.tvm.plan.lowering", "plan_with_stock_planner"),
+        ("planner.tvm.plan.strategy", "stock_offsets"),
+        ("planner.tvm.plan.strategy", "validate_plan"),
     ],
-    "kernel build": [("planner.tvm.execute", "build")],
+    "kernel build": [("planner.tvm.build.execute", "build")],
     "JIT or load": [
-        ("planner.tvm.execute", "load"),
-        ("planner.tvm.compile", "load_executable"),
-        ("planner.tvm.kernels", "KernelLibraries.loaded"),
+        ("planner.tvm.build.execute", "load"),
+        ("planner.tvm.measure.builds", "load_executable"),
+        ("planner.tvm.build.kernels", "KernelLibraries.loaded"),
     ],
-    "checks": [("planner.tvm.execute", "run_once")],
-    "timing": [("planner.tvm.execute", "interleaved_latency")],
+    "checks": [("planner.tvm.build.execute", "run_once")],
+    "timing": [("planner.tvm.build.execute", "interleaved_latency")],
     "memory": [
-        ("planner.tvm.compile", "_measure_memory"),
-        ("planner.tvm.compile", "_Measurements.start"),
-        ("planner.tvm.compile", "_Measurements.wait"),
-        ("planner.tvm.compile", "_Measurements.record"),
+        ("planner.tvm.measure.builds", "BuildMeasurements.start"),
+        ("planner.tvm.measure.builds", "BuildMeasurements.wait"),
+        ("planner.tvm.measure.builds", "BuildMeasurements.record"),
     ],
-    "export library": [("planner.tvm.compile", "_export_library")],
+    "export library": [
+        ("planner.tvm.compile", "export_model_library"),
+        ("planner.tvm.measure.builds", "export_model_library"),
+    ],
 }
 
 STRATEGIES = {"one": ["best-fit"], "all": ["all"]}
@@ -126,8 +129,8 @@ def _child(
                 continue
             setattr(owner, name, timed(phase, getattr(owner, name)))
 
+    from planner.tvm.sources import ModelSource
     from planner.tvm.strategies import strategy_names
-    from planner.tvm.zoo import ModelSource
 
     names = strategy_names() if strategies == ["all"] else strategies
     t0 = time.perf_counter()
@@ -139,8 +142,8 @@ def _child(
     else:
         # As a CUDA board's job does it: device memory counted per build from its
         # exported library (planner/tvm/job.py), not the host allocators.
-        from planner.tvm import cuda, job
-
+        from planner.tvm import job
+        from planner.tvm.build import cuda
         with tempfile.TemporaryDirectory() as artifacts:
             reports = compiling.compile_model(
                 ModelSource(model, params), names, target=cuda.target_json(target, arch),

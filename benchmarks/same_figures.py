@@ -41,12 +41,16 @@ def _compile(tree: Path, sources: list[str], strategies: list[str], out: Path) -
         script = f"""
 import json, sys
 sys.path.insert(0, {str(tree)!r})
-from planner.tvm import memory
+try:  # the wing by stage, or a checkout from before it (one flat folder)
+    from planner.tvm.measure import memory
+    from planner.tvm.sources import ModelSource
+except ImportError:
+    from planner.tvm import memory
+    from planner.tvm.zoo import ModelSource
 if hasattr(memory, "preload_idle_shim"):
     memory.preload_idle_shim()
 from planner.tvm.compile import compile_model
 from planner.tvm.strategies import strategy_names
-from planner.tvm.zoo import ModelSource
 names = strategy_names() if {strategies!r} == ["all"] else {strategies!r}
 params = {{"image": 32}} if {source!r}.startswith("torchvision:") else {{}}
 reports = compile_model(ModelSource({source!r}, params), names, repeat=1)

@@ -59,7 +59,7 @@ def models(resnet: str, seq: str, decoder: str) -> dict[str, tuple[str, dict, li
 
 def run(name: str, model: str, params: dict, axis: list[str], repeat: int, measure: bool):
     from planner.tvm.shape_axis import compile_shapes
-    from planner.tvm.zoo import ModelSource
+    from planner.tvm.sources import ModelSource
 
     started = time.perf_counter()
     reports = compile_shapes(

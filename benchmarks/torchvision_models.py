@@ -7,7 +7,7 @@
     python benchmarks/torchvision_models.py --image 96 --json out.json
     python benchmarks/torchvision_models.py --from-json a.json b.json --markdown  # no compiling
 
-    # What tests/tvm/test_real_architectures.py checked on timm's networks before they moved
+    # What tests/tvm/sources/test_real_architectures.py checked on timm's networks before they moved
     # here (minutes on two cores): both build and match with +rewrites, none skipped whole,
     # and best-fit+rewrites plans fewer bytes than tvm-stock ("vs stock" below 1).
     python benchmarks/torchvision_models.py timm:ghostnet_050 timm:hrnet_w18_small --image 32 \\
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.tvm.compile import compile_model, strategy_names  # noqa: E402
-from planner.tvm.zoo import ModelSource  # noqa: E402
+from planner.tvm.sources import ModelSource  # noqa: E402
 
 MODELS = [
     "resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "shufflenet_v2_x0_5",

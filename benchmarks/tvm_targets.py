@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.tvm.compile import STOCK, compile_model  # noqa: E402
-from planner.tvm.zoo import ModelSource  # noqa: E402
+from planner.tvm.sources import ModelSource  # noqa: E402
 
 RESNET18 = ModelSource("zoo:resnet18", {"resolution": 224, "width": 1.0})
 DENSENET = ModelSource("zoo:densenet", {"classes": 10})

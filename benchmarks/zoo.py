@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.tvm.compile import compile_model  # noqa: E402
-from planner.tvm.zoo import ModelSource  # noqa: E402
+from planner.tvm.sources import ModelSource  # noqa: E402
 
 STRATEGIES = ["tvm-stock", "none", "greedy-by-size"]
 

@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
-from dashboard import compare, fragments, llm_memory, overview, queue, series_export, trends
+from dashboard import compare, fragments, llm_breakdown, overview, queue, series_export, trends
 from dashboard.artifact_storage import ArtifactMissing
 from dashboard.auth import is_maintainer
 from dashboard.models import Artifact, Commit, Model, Result, Run, Series
@@ -106,7 +106,7 @@ def model_trend_page(request, repository: str, model: str):
             if data.key:
                 cache.set(history_key, history_html, TREND_CACHE_SECONDS)
     branches = Commit.objects.branch_names(model.repository)
-    llm = llm_memory.breakdown(model, board=board, branch=branch, toolchain=toolchain)
+    llm = llm_breakdown.breakdown(model, board=board, branch=branch, toolchain=toolchain)
     shapes = shape_curves(
         model, board=board, branch=branch, toolchain=toolchain, prefer=opens.line
     )

@@ -55,7 +55,7 @@ EXIT_DOES_NOT_FIT = 3
 # Modules that call register_subcommand when imported; build_parser imports them.
 # This is the place to add e.g. the TVM "compile" subcommand's module.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
-    "planner.tvm.cli", "planner.tvm.llm_cli", "planner.tvm.micro.cli"
+    "planner.tvm.cli", "planner.tvm.llm.cli", "planner.tvm.micro.cli"
 )
 
 Configure = Callable[[argparse.ArgumentParser], None]

@@ -43,7 +43,7 @@ class CudaOptions:
     """
 
     arch: str
-    #: Count the device bytes of each build's inference (:mod:`planner.tvm.cuda_memory`).
+    #: Count the device bytes of each build's inference (:mod:`planner.tvm.measure.cuda_memory`).
     measure_memory: bool = True
 
     def __post_init__(self) -> None:
@@ -90,7 +90,7 @@ class JobSpec:
     artifacts_dir: str | None = None
     repeat: int = 5
     check_locally: bool = True
-    #: The host allocators measured (``planner.tvm.memory``); None: all of them.
+    #: The host allocators measured (``planner.tvm.measure.memory``); None: all of them.
     memory_configs: tuple[str, ...] | None = None
     micro: MicroOptions | None = None
     cuda: CudaOptions | None = None

@@ -75,7 +75,7 @@ class StrategyReport:
     order: dict = field(default_factory=dict)
     kernel_workspace_bytes: int = 0
     #: How kernel_workspace_bytes was had: "counted" from the built kernels' requests
-    #: replayed through TVM's pool (planner.tvm.workspace), "measured" on the device, or
+    #: replayed through TVM's pool (planner.tvm.plan.workspace), "measured" on the device, or
     #: "estimate"d from the kernels before lowering.
     kernel_workspace_source: str = "estimate"
     kernel_stack_bytes: int = 0
@@ -87,7 +87,7 @@ class StrategyReport:
     #: and ``concat_bytes_saved`` (the bytes those copies would have written),
     #: ``concat_copies_left``, and ``skipped``: [{"rewrite", "reason"}] for each rewrite
     #: found but not made (``"all"`` when the rewritten module did not build), and
-    #: ``noalias_dropped``: the kernels built without ``noalias`` (planner.tvm.noalias).
+    #: ``noalias_dropped``: the kernels built without ``noalias`` (planner.tvm.plan.noalias).
     rewrites: dict = field(default_factory=dict)
     shape_bounds: dict = field(default_factory=dict)
     #: The concrete shape this report was planned, built and measured at, by symbol
@@ -129,12 +129,12 @@ class StrategyReport:
     #: What went wrong without invalidating the build (a stock plan we could not read).
     warnings: list[str] = field(default_factory=list)
     #: What the figures assume of the model beyond its export (a mixture of experts' routing
-    #: in fixed shapes); see planner.tvm.zoo.network.Network.assumptions.
+    #: in fixed shapes); see planner.tvm.network.Network.assumptions.
     assumptions: list[str] = field(default_factory=list)
     #: Figures that only the repository's own process measured (a repository planner's
     #: time), so pages can say so; every other figure is Peakwatch's own.
     reported_by_repository: list[str] = field(default_factory=list)
-    #: An LLM deployment's memory at this point (planner.tvm.llm.strategy_reports):
+    #: An LLM deployment's memory at this point (planner.tvm.llm.deployment.strategy_reports):
     #: ``params_bytes``, ``kv_cache`` (``formula_bytes``, ``allocated_bytes``),
     #: ``temporary_bytes`` (its worst function's planned bytes, which the report's figures
     #: are), ``worst_function``, ``total_bytes``, ``tvm_estimate_bytes`` and ``functions``:

@@ -364,7 +364,7 @@ def _dims(spec: Any, shapes: ShapeAxis | None, name: str, source: str) -> ShapeA
         bool(sep) and file_part.endswith(".py") and factory.isidentifier()
     )
     if not from_file:
-        # Library sources size their own symbols by a parameter (planner.tvm.zoo).
+        # Library sources size their own symbols by a parameter (planner.tvm.sources).
         raise ManifestError(
             f"model {name!r}: dims is for a model file (path.py:function) or an .onnx file, "
             f"not {source}, whose symbols are its own"

@@ -18,8 +18,8 @@ from pathlib import Path
 from planner.checkout_reads import CheckoutReads, InvalidReads, parse_reads
 from planner.job_spec import CudaOptions, JobSpec, MicroOptions
 from planner.report import StrategyReport
-from planner.tvm import llm_imported
-from planner.tvm.imported import FILES, UNBOUND_FILE
+from planner.tvm.llm import handover as llm_imported
+from planner.tvm.sources.handover import FILES, UNBOUND_FILE
 from planner.tvm.toolchain import Toolchain
 from workers import sandbox, trust
 from workers.sandbox import view as view_module
@@ -71,7 +71,7 @@ class BoardOptions:
     repeat: int | None = None
     #: Lift kernel temporaries into the plan (True), never (False), or per strategy (None).
     lift_temporaries: bool | None = None
-    #: Host allocators to measure (:mod:`planner.tvm.memory`); None: all of them.
+    #: Host allocators to measure (:mod:`planner.tvm.measure.memory`); None: all of them.
     memory_configs: tuple[str, ...] | None = None
     #: Run, check and time on the compiling host (False for a board that does it itself).
     check_locally: bool = True
@@ -129,7 +129,7 @@ class SandboxedCompile:
             received = artifacts / "compile" / "network"
             # Only the micro board reads the unbound module: nothing else gets a second one.
             wanted = [f for f in FILES if spec.micro is not None or f != UNBOUND_FILE]
-            # An LLM deployment comes as a folder per point instead (planner.tvm.llm_imported).
+            # An LLM deployment comes as a folder per point instead (planner.tvm.llm.handover).
             wanted += llm_imported.handover_files(len(job.points))
             trust.copy_plain_files(handed, received, wanted, self.limits.file_bytes)
         except (sandbox.SandboxError, trust.HandoverError) as exc:

@@ -1,8 +1,10 @@
 """The TVM boundary: the only modules of the planner that import ``tvm``.
 
-``lowering`` runs TVM's CPU pipeline up to the point where every operator output is an
-explicit allocation, ``extract`` turns those allocations into a planning problem, ``apply``
-writes a plan back as one arena, and ``execute`` builds, runs and times the result.
+One folder per stage a model goes through, in order (docs/tvm.md, "The wing's map"):
+``sources`` (how a model comes in) and ``zoo`` (the built-in networks), ``plan`` (from a
+Relax module to a planning problem and back), ``build`` (executables, checks), ``measure``
+(what a build really holds); ``compile`` calls them in order, and ``llm``, ``micro`` and the
+sandboxed ``job`` sit above it.
 """
 
 import importlib.abc

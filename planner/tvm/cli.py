@@ -118,12 +118,12 @@ def handle(args: argparse.Namespace) -> int:
         sys.stderr.write(f"planner: {exc}\n")
         return 2
     if not args.no_memory:
-        from planner.tvm import memory
+        from planner.tvm.measure import memory
 
         # As a worker's job does: TVM imported once, its measuring process forked from here.
         memory.preload_idle_shim()
     from planner.tvm.compile import compile_model
-    from planner.tvm.zoo import ModelSource, ModelSourceError
+    from planner.tvm.sources import ModelSource, ModelSourceError
 
     source = ModelSource(args.model, dict(args.param))
     options = dict(

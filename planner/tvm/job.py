@@ -6,17 +6,17 @@ only the second (the README's "Trust boundary"). JOB.json is a
 
 - ``phase = "import"`` runs the repository's code: it builds the model (a model file, an
   ONNX file, a zoo entry), runs the repository's pipeline and planners, and writes what it
-  built into ``job.out`` (:func:`planner.tvm.imported.save_imported`). OUT.json is an
+  built into ``job.out`` (:func:`planner.tvm.sources.handover.save_imported`). OUT.json is an
   empty list, or one failed report per strategy saying why the model could not be built.
   What it looks at of the checkout is not its to say: the worker serves the checkout to it
   and records that itself (``workers/sandbox/view.py``), for the compile cache.
 - ``phase = "compile"`` imports nothing of the repository. It reads that folder back
-  (:func:`planner.tvm.imported.load_imported`, every field checked) and plans, builds,
+  (:func:`planner.tvm.sources.handover.load_imported`, every field checked) and plans, builds,
   checks and measures: every figure of a report comes from here. A micro job
   (``job.micro``) is also exported, built and run on the emulated board here
   (:mod:`planner.tvm.micro.report`); a CUDA job (``job.cuda``) builds for the architecture
   it names, first checks that CUDA initialises, and counts each build's device bytes here,
-  beside the GPU (:mod:`planner.tvm.cuda_memory`).
+  beside the GPU (:mod:`planner.tvm.measure.cuda_memory`).
 
 A job without a phase does both in one process (the command line's way, for code the user
 runs on purpose). The interpreter that runs this module is the toolchain's
@@ -54,20 +54,21 @@ def _failed(job: JobSpec, error: str) -> list[StrategyReport]:
 def run_import(job: JobSpec) -> list[StrategyReport]:
     """Build the model with the repository's code and hand it over (see the docstring)."""
 
-    from planner.tvm import lowering, repo_code
+    from planner.tvm import repo_code
+    from planner.tvm.build.target import make_target
     from planner.tvm.compile import imported_network, planning_problem
-    from planner.tvm.imported import save_imported
     from planner.tvm.shape_axis import check_symbols, plan_key, specialise
+    from planner.tvm.sources import ModelSource, build_network
+    from planner.tvm.sources.handover import save_imported
     from planner.tvm.strategies import REPO_PREFIX, lookup
-    from planner.tvm.zoo import ModelSource, build_network
 
     source = ModelSource(job.source, job.params)
     root = Path(job.base_dir) if job.base_dir else None
     axis = ShapeAxis.from_json(job.shapes) if job.shapes is not None else None
-    from planner.tvm.zoo.python_source import DeploymentReturned
+    from planner.tvm.sources.python_file import DeploymentReturned
 
     try:
-        target = lowering.make_target(job.target)
+        target = make_target(job.target)
         try:
             bound = imported_network(
                 source, target, base_dir=root, pipeline=job.pipeline, seed=job.seed, axis=axis,
@@ -110,13 +111,14 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
 def _import_deployment(job: JobSpec, returned, root, target, axis) -> list[StrategyReport]:
     """An LLM deployment (the model file returned one): built at each point of its axis,
     the context window and the prefill chunk, and handed over with the framework's logits
-    (:mod:`planner.tvm.llm_imported`). The factory is called again for a point only where it
+    (:mod:`planner.tvm.llm.handover`). The factory is called again for a point only where it
     takes the point's sizes; the cache's sizes are the point's either way."""
     from dataclasses import replace as replaced
 
-    from planner.tvm import llm_imported, repo_code
-    from planner.tvm.zoo.llm import call_factory
-    from planner.tvm.zoo.python_source import accepted_parameters
+    from planner.tvm import repo_code
+    from planner.tvm.llm import handover as llm_imported
+    from planner.tvm.llm.decoders import call_factory
+    from planner.tvm.sources.python_file import accepted_parameters
 
     points = list(axis.points) if axis is not None else [{}]
     unknown = sorted({s for p in points for s in p} - set(llm_imported.AXIS_SYMBOLS))
@@ -158,8 +160,8 @@ def _reference(bound, job: JobSpec):
     with: it imports neither the framework nor the model. None where the model comes from
     no framework or is not checked here."""
     from planner.tvm.compile import check_draws
-    from planner.tvm.imported import Reference, run_reference
     from planner.tvm.shape_axis import specialise
+    from planner.tvm.sources.handover import Reference, run_reference
 
     framework = bound.framework
     if framework is None or not job.check_locally:
@@ -193,7 +195,7 @@ def _repo_plan(name, problem, root, job: JobSpec, lookup, repo_code) -> dict:
 
 def run_compile(job: JobSpec) -> list[StrategyReport]:
     """Plan, build, check and measure; with ``imported``, from the import phase's folder."""
-    from planner.tvm import memory
+    from planner.tvm.measure import memory
 
     # One warm measuring process for the whole job (every strategy at every point), and for
     # no other job; started first thing, forked from this process as it imports TVM where
@@ -210,10 +212,10 @@ def _measures_host_memory(job: JobSpec) -> bool:
 
 def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
     from planner.tvm.compile import compile_model
-    from planner.tvm.zoo import ModelSource
+    from planner.tvm.sources import ModelSource
 
     if job.cuda is not None:
-        from planner.tvm import cuda
+        from planner.tvm.build import cuda
 
         # Before any figure: a child that cannot reach the GPU says why, in the driver's
         # words and with the limits it ran under, instead of TVM's guess at a cause.
@@ -223,7 +225,7 @@ def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
     source = ModelSource(job.source, job.params)
     imported = None
     if job.imported:
-        from planner.tvm import llm_imported
+        from planner.tvm.llm import handover as llm_imported
 
         if llm_imported.is_deployment(Path(job.imported)):
             try:
@@ -231,7 +233,7 @@ def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
             finally:
                 measurer.close()
     if job.imported:
-        from planner.tvm.imported import ImportedError, load_imported
+        from planner.tvm.sources.handover import ImportedError, load_imported
 
         try:
             imported = load_imported(Path(job.imported), name=job.model)
@@ -279,7 +281,7 @@ def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
     if micro is not None:
         unbound = None
         if imported is not None:
-            from planner.tvm.imported import ImportedError, load_imported
+            from planner.tvm.sources.handover import ImportedError, load_imported
 
             try:
                 unbound = load_imported(
@@ -309,11 +311,12 @@ def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
 
 def _compile_deployments(job: JobSpec, measurer) -> list[StrategyReport]:
     """An LLM deployment the import handed over, at each point: every function planned,
-    built, checked and measured under each strategy (:func:`planner.tvm.llm.compile_deployment`),
-    a report per strategy and point."""
-    from planner.tvm import llm, llm_imported
-    from planner.tvm.imported import ImportedError
-    from planner.tvm.kernels import KernelLibraries
+    built, checked and measured under each strategy
+    (:func:`planner.tvm.llm.deployment.compile_deployment`), a report per strategy and point."""
+    from planner.tvm.build.kernels import KernelLibraries
+    from planner.tvm.llm import deployment as llm
+    from planner.tvm.llm import handover as llm_imported
+    from planner.tvm.sources.handover import ImportedError
     from planner.tvm.strategies import REPO_PREFIX
 
     folder = Path(job.imported)
@@ -383,7 +386,7 @@ def _target_of(job: JobSpec) -> str:
     nothing falls back to asking whatever GPU this host has."""
     if job.cuda is None:
         return job.target
-    from planner.tvm import cuda
+    from planner.tvm.build import cuda
 
     return cuda.target_json(job.target, job.cuda.arch)
 
@@ -395,7 +398,7 @@ def _micro_points(reports, source, micro: dict, job: JobSpec, unbound) -> None:
     from planner.shapes import label
     from planner.tvm.micro import report as micro_report
     from planner.tvm.shape_axis import specialise
-    from planner.tvm.zoo import build_network
+    from planner.tvm.sources import build_network
 
     root = Path(job.base_dir) if job.base_dir else None
     if unbound is None:
@@ -436,7 +439,7 @@ def _measure_cuda_memory(reports: list[StrategyReport], arch: str | None = None)
     import subprocess
 
     from planner import npz_files
-    from planner.tvm import cuda_memory
+    from planner.tvm.measure import cuda_memory
 
     # Strategies whose plans came out the same share one build, exported to identical
     # files (planner.tvm.compile): each distinct library is measured once.
@@ -505,7 +508,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     job = JobSpec.from_json(json.loads(Path(argv[0]).read_text()))
     if job.phase == "compile" and _measures_host_memory(job):
-        from planner.tvm import memory
+        from planner.tvm.measure import memory
 
         # Before any thread starts: this process runs again with the memory shim preloaded,
         # idle, and its measuring process is forked from it after TVM is imported, rather

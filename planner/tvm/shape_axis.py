@@ -25,19 +25,16 @@ from planner.plan import validate_plan
 from planner.problem import lower_bound
 from planner.report import StrategyReport, point_folder
 from planner.shapes import ShapeAxis, ShapeError, label
-from planner.tvm import lowering, memory
-from planner.tvm.compile import (
-    _align,
-    _with_bounds,
-    compile_model,
-    imported_network,
-    stock_arena,
-)
-from planner.tvm.extract import ARENA_ALIGNMENT, bindings_of, extract
+from planner.tvm.build.target import make_target
+from planner.tvm.compile import compile_model, imported_network, with_bounds
+from planner.tvm.measure import memory
+from planner.tvm.network import Network
+from planner.tvm.plan import lowering
+from planner.tvm.plan.extract import ARENA_ALIGNMENT, align, bindings_of, extract
+from planner.tvm.plan.stock import stock_arena
+from planner.tvm.sources import ModelSource
 from planner.tvm.steps import failure_text, step
 from planner.tvm.strategies import STOCK, Variant, check_names
-from planner.tvm.zoo import ModelSource
-from planner.tvm.zoo.network import Network
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +85,7 @@ def compile_shapes(
                 network=network, **{**options, "measurer": measurer},
             )
     root = Path(base_dir) if base_dir else None
-    tgt = lowering.make_target(target)
+    tgt = make_target(target)
     if network is None:
         network = imported_network(
             source, tgt, base_dir=root, pipeline=pipeline, seed=seed, axis=shapes,
@@ -224,7 +221,7 @@ def specialise(network: Network, point: dict[str, int]) -> Network:
 def reserved_at_bound(network: Network, target) -> tuple[int, tvm.IRModule]:
     """The bytes TVM's planner allocates for the symbolic ``network`` at its shape bounds
     (see :func:`compile_shapes`), and the lowered symbolic module it planned."""
-    lowered = lowering.lower_to_allocations(_with_bounds(network), target)
+    lowered = lowering.lower_to_allocations(with_bounds(network), target)
     planned = lowering.plan_with_stock_planner(lowered, target)
     extraction = extract(lowered, network.entry, dict(network.shape_bounds))
     intermediates = {t.name for t in extraction.tensors}
@@ -388,7 +385,7 @@ def peak_formula(
             # otherwise), so its bound is not the formula plan's bound.
             "planned": mine,
             "lower_bound": report.lower_bound_bytes if report else None,
-            "formula_problem_lower_bound": _align(lower_bound(point_problem)),
+            "formula_problem_lower_bound": align(lower_bound(point_problem)),
             "valid_plan": valid,
             "formula_at_least_planned": None if mine is None else value >= mine,
         }

@@ -6,7 +6,7 @@
 - ``BASE+rewrites``: a library strategy planning the module after the in-place and
   concat-elision rewrites, with kernel temporaries lifted into the plan;
 - ``BASE+reorder`` and ``BASE+rewrites+reorder``: the same, with the operators first put in
-  the order that needs the least memory (see :mod:`planner.tvm.reorder`); program order is
+  the order that needs the least memory (see :mod:`planner.tvm.plan.reorder`); program order is
   kept where that order's plan is not smaller;
 - ``repo:path/to/file.py:function``: a tracked repository's own planner, run sandboxed on
   the plain problem (see :mod:`planner.tvm.repo_code`).

@@ -6,9 +6,9 @@ import pytest
 import tvm
 
 from dashboard.models import Board, Result, Run
-from planner.tvm import cuda
+from planner.tvm.build import cuda
 from planner.tvm.compile import compile_model
-from planner.tvm.zoo import ModelSource
+from planner.tvm.sources import ModelSource
 from workers import boards, sandbox
 from workers.boards.config import BoardConfigError
 from workers.boards.cuda import runs_on
@@ -31,8 +31,12 @@ def test_without_a_gpu_the_board_reports_itself_offline_with_the_drivers_reason(
 def test_a_gpu_job_runs_without_an_address_space_limit_and_any_other_job_with_one(tmp_path):
     limits = sandbox.Limits()
 
-    gpu = sandbox.run_probe("planner.tvm.cuda", tmp_path / "gpu", limits=limits, devices=True)
-    cpu = sandbox.run_probe("planner.tvm.cuda", tmp_path / "cpu", limits=limits, devices=False)
+    gpu = sandbox.run_probe(
+        "planner.tvm.build.cuda", tmp_path / "gpu", limits=limits, devices=True
+    )
+    cpu = sandbox.run_probe(
+        "planner.tvm.build.cuda", tmp_path / "cpu", limits=limits, devices=False
+    )
 
     if HAS_GPU:
         assert gpu["ok"] is True, gpu

@@ -8,7 +8,7 @@ import pytest
 
 from dashboard.models import Board, Result, Run
 from planner.report import StrategyReport
-from planner.tvm import remote
+from planner.tvm.measure import remote
 from tests.boards.conftest import free_port
 from tests.workers.conftest import wait_for
 from workers import boards

@@ -43,7 +43,7 @@ def _compile(folder, source, network=None):
 @pytest.fixture(scope="module")
 def mobilenet(tmp_path_factory):
     """A best-fit+rewrites compile of a small MobileNetV2, with its plan.json."""
-    from planner.tvm.zoo import ModelSource
+    from planner.tvm.sources import ModelSource
 
     report = _compile(tmp_path_factory.mktemp("mobilenet"), ModelSource(*MOBILENET))
     assert report.rewrites["inplace"]
@@ -53,7 +53,7 @@ def mobilenet(tmp_path_factory):
 @pytest.fixture(scope="module")
 def inserted(tmp_path_factory):
     """Compiles of a conv stack without and with a 3-to-3 channel layer in front."""
-    from planner.tvm.zoo import ModelSource
+    from planner.tvm.sources import ModelSource
     from tests.dashboard.test_plan_diff_matching import _conv_stack
 
     folder = tmp_path_factory.mktemp("inserted")

@@ -34,8 +34,8 @@ def _conv_stack(front_layer: bool = False, *, resolution: int = 16, strides=(1, 
     is renumbered: ``alloc`` names the new layer's result, ``alloc1`` what ``alloc`` was."""
     from tvm.relax.frontend import nn
 
+    from planner.tvm.network import export_nn
     from planner.tvm.zoo.cnn import _ConvReLU
-    from planner.tvm.zoo.network import export_nn
 
     class Stack(nn.Module):
         def __init__(self):
@@ -58,7 +58,7 @@ def _conv_stack(front_layer: bool = False, *, resolution: int = 16, strides=(1, 
 @pytest.fixture(scope="module")
 def inserted(tmp_path_factory):
     """Plans of the conv stack without and with a layer in front, per strategy."""
-    from planner.tvm.zoo import ModelSource
+    from planner.tvm.sources import ModelSource
 
     folder = tmp_path_factory.mktemp("inserted")
     source = ModelSource("stack.py:stack")
@@ -72,7 +72,7 @@ def inserted(tmp_path_factory):
 def sharper(tmp_path_factory):
     """Plans of a conv stack whose layers halve the resolution, at 16x16 and at 32x32: each
     layer at 32x32 has the shape the layer before it had at 16x16."""
-    from planner.tvm.zoo import ModelSource
+    from planner.tvm.sources import ModelSource
 
     folder = tmp_path_factory.mktemp("sharper")
     return {
@@ -87,7 +87,7 @@ def sharper(tmp_path_factory):
 @pytest.fixture(scope="module")
 def deeper(tmp_path_factory):
     """Plans of zoo:small_cnn at depth 2 and depth 3, per strategy."""
-    from planner.tvm.zoo import ModelSource
+    from planner.tvm.sources import ModelSource
 
     folder = tmp_path_factory.mktemp("deeper")
     params = {"channels": 4, "resolution": 16}

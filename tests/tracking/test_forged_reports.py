@@ -60,7 +60,7 @@ def build(attack: str, secret: str = ""):
         os._exit(0)
     if attack == "extern":
         from tvm.script import ir as I, relax as R, tirx as T
-        from planner.tvm.zoo.network import Network
+        from planner.tvm.network import Network
 
         @I.ir_module
         class Module:
@@ -80,7 +80,7 @@ def build(attack: str, secret: str = ""):
     if attack == "pragma":
         # C source pasted into the build by a loop annotation: no call in sight.
         from tvm.script import ir as I, relax as R, tirx as T
-        from planner.tvm.zoo.network import Network
+        from planner.tvm.network import Network
 
         # Its own class name: TVMScript finds a class's source by name, first match wins.
         @I.ir_module

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tvm.script import ir as I, relax as R, tirx as T
 
-from planner.tvm.zoo.network import Network
+from planner.tvm.network import Network
 
 
 def build(payload: str):

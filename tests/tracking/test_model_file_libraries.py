@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 #: One file importing all three (each import alone would fail the same way, and one model
 #: keeps the compile short), called as a user calls it: without an attention mask (the
-#: cumulative sum over bool of tests/tvm/test_cumsum_over_bool.py).
+#: cumulative sum over bool of tests/tvm/sources/test_cumsum_over_bool.py).
 MODEL = '''import timm
 import torch
 import torchvision

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tracked-repository"
 
-LLAMA = '''from planner.tvm.zoo.llm import DecoderConfig, decoder_deployment
+LLAMA = '''from planner.tvm.llm.decoders import DecoderConfig, decoder_deployment
 
 
 def build(context_window=128, prefill_chunk=32):

@@ -11,7 +11,7 @@ import pytest
 from planner.shapes import parse_cli
 from planner.tvm.cli import format_shape_notes
 from planner.tvm.shape_axis import compile_shapes
-from planner.tvm.zoo import ModelSource
+from planner.tvm.sources import ModelSource
 
 pytestmark = pytest.mark.slow
 

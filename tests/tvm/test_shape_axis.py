@@ -16,7 +16,7 @@ from planner.shapes import ShapeError, parse_cli, parse_shapes
 from planner.tvm.compile import STOCK, strategy_names
 from planner.tvm.job import run_compile
 from planner.tvm.shape_axis import compile_shapes
-from planner.tvm.zoo import ModelSource
+from planner.tvm.sources import ModelSource
 from tests.tvm.test_compile_cli import planner
 
 pytestmark = pytest.mark.slow

@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 
 from planner.shapes import ShapeError, parse_cli
-from planner.tvm.imported import load_imported, save_imported
 from planner.tvm.shape_axis import check_limits
-from planner.tvm.zoo import ModelSource, build_network
+from planner.tvm.sources import ModelSource, build_network
+from planner.tvm.sources.handover import load_imported, save_imported
 
 POOL = ModelSource("zoo:pool_reuse", {"resolution": 32, "channels": 4, "dynamic": True})
 

@@ -89,7 +89,7 @@ def wrong_at(width: int = 8, seq: int = 16, at: int = 16):
 def gpt2_table(positions: int = 16, seq: int = 8, masked: bool = True):
     """A two-layer GPT-2 with a ``positions``-row position table (``n_positions``), called
     with an all-ones mask or (``masked=False``) with token ids alone."""
-    from planner.tvm.zoo.transformers_source import import_transformers
+    from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -128,7 +128,7 @@ def empty_pieces():
 
 def mamba2(seq: int = 8):
     """Mamba2 from a small configuration (no gated MLP: ``d_mlp`` is 0), random weights."""
-    from planner.tvm.zoo.transformers_source import import_transformers
+    from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     from transformers import Mamba2Config, Mamba2ForCausalLM
@@ -170,7 +170,7 @@ def complex_rotary(seq: int = 6, width: int = 8, scale: float = 0.5, reduce: boo
 def deepseek_v2(seq: int = 8):
     """DeepSeek-V2's attention (complex rotary, low-rank keys and values) in one dense layer,
     random weights."""
-    from planner.tvm.zoo.transformers_source import import_transformers
+    from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM
@@ -190,7 +190,7 @@ def deepseek_v2(seq: int = 8):
 def mixtral(seq: int = 8):
     """Mixtral's mixture of experts (4 experts, top-2) in two layers, random weights: its
     block loops over the experts the router hit, which torch.export refuses."""
-    from planner.tvm.zoo.transformers_source import import_transformers
+    from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     from transformers import MixtralConfig, MixtralForCausalLM
@@ -208,7 +208,7 @@ def deepseek_v3_moe(seq: int = 8):
     """DeepSeek-V3 with a routed layer (8 experts in 2 groups, top-2 of one group, a shared
     expert) after a dense one: its router picks experts with an unsorted top-k and hands
     them to a ``moe`` method that loops over the experts."""
-    from planner.tvm.zoo.transformers_source import import_transformers
+    from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
@@ -270,7 +270,7 @@ def empty_cache(seq: int = 4):
 
 def mamba(seq: int = 8):
     """A one-layer Mamba (v1): its slow path loops over the sequence in Python."""
-    from planner.tvm.zoo.transformers_source import import_transformers
+    from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     from transformers import MambaConfig, MambaForCausalLM
@@ -295,7 +295,7 @@ class _EncoderDecoder(nn.Module):
 
 def encoder_decoder(family: str = "bart", seq: int = 8):
     """A one-layer BART or T5 (hidden 16), random weights."""
-    from planner.tvm.zoo.transformers_source import import_transformers
+    from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     import transformers

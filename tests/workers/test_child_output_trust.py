@@ -143,7 +143,7 @@ def test_fixed_inputs_the_import_handed_over_are_checked_before_they_are_read(
     tmp_path, arrays, reason
 ):
     pytest.importorskip("tvm")
-    from planner.tvm.imported import FIXED_FILE, ImportedError, _fixed_inputs
+    from planner.tvm.sources.handover import FIXED_FILE, ImportedError, _fixed_inputs
 
     path = tmp_path / FIXED_FILE
     np.savez(path, allow_pickle=True, **arrays)

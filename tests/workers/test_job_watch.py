@@ -11,6 +11,7 @@ import os
 import pytest
 
 from workers import job_limits
+from workers.job_watch import JobWatch
 from workers.sandbox import Limits
 
 #: Above any pid the kernel gives out (pid_max is at most 2**22): nothing in /proc.
@@ -47,8 +48,8 @@ def reads(monkeypatch) -> list[tuple[str, int]]:
     return made
 
 
-def watch(job: MadeUpJob, **limits) -> job_limits.JobWatch:
-    return job_limits.JobWatch(
+def watch(job: MadeUpJob, **limits) -> JobWatch:
+    return JobWatch(
         job, memory_bytes=limits.pop("memory_bytes", 1 << 30),
         processes=limits.pop("processes", 64), **limits,
     )

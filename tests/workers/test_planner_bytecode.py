@@ -42,7 +42,7 @@ def test_a_job_starts_after_the_planner_is_compiled(tmp_path, monkeypatch):
 
     monkeypatch.setattr(run, "_compile_planner", compile_planner)
 
-    answer = sandbox.run_probe("planner.tvm.cuda", tmp_path, limits=sandbox.Limits())
+    answer = sandbox.run_probe("planner.tvm.build.cuda", tmp_path, limits=sandbox.Limits())
 
     assert isinstance(answer, dict)
     assert compiled == [True]

@@ -3,16 +3,16 @@
 The target is TVM's ``cuda`` for one architecture, always named: the board's ``arch``
 setting (or the ``arch`` of its ``target``), else the architecture of device 0 as the
 board's check saw it. The compile never asks the device itself
-(:func:`planner.tvm.cuda.compile_callback`), so a job does the same work on any host.
+(:func:`planner.tvm.build.cuda.compile_callback`), so a job does the same work on any host.
 
-The board's check (:meth:`CudaBoard.board_health`) runs :mod:`planner.tvm.cuda`'s probe in
+The board's check (:meth:`CudaBoard.board_health`) runs :mod:`planner.tvm.build.cuda`'s probe in
 the job's own sandbox, with the job's limits and the GPU's device nodes, so "online" means
 that a job can initialise CUDA; where it cannot, the board is offline with the driver's
 reason and the limits in force, and a run sent to it fails every Result with them.
 
 Latency is ``time_evaluator`` on the device, which synchronises it around each sample.
 Memory: each build's device bytes are counted in the sandboxed compile, beside the GPU, by
-interposing the CUDA allocation calls (:mod:`planner.tvm.cuda_memory`): the peak of live
+interposing the CUDA allocation calls (:mod:`planner.tvm.measure.cuda_memory`): the peak of live
 device bytes during one inference, split into the VM's storages, the kernel workspace and
 the weights, to the byte.
 
@@ -68,18 +68,18 @@ class CudaBoard(BoardRunner):
     def arch(self) -> str:
         """What every kernel is built for: the settings', else device 0's as probed, else
         (a board that is offline anyway) the default, so it still has a cache key."""
-        from planner.tvm import cuda
+        from planner.tvm.build import cuda
 
         return self.configured_arch or self.probe().get("arch") or cuda.DEFAULT_ARCH
 
     @property
     def target(self) -> str:
-        from planner.tvm import cuda
+        from planner.tvm.build import cuda
 
         return cuda.target_json(self.config.target_string or "cuda", self.arch)
 
     def probe(self) -> dict:
-        """:func:`planner.tvm.cuda.probe`, run as a job runs: sandboxed, same limits."""
+        """:func:`planner.tvm.build.cuda.probe`, run as a job runs: sandboxed, same limits."""
         key = (self.limits, self.needs_devices)
         with _probing:
             cached = _probes.get(key)
@@ -88,7 +88,7 @@ class CudaBoard(BoardRunner):
             try:
                 with tempfile.TemporaryDirectory(prefix="peakwatch-cuda-probe-") as scratch:
                     answer = sandbox.run_probe(
-                        "planner.tvm.cuda", Path(scratch), limits=self.limits, devices=True
+                        "planner.tvm.build.cuda", Path(scratch), limits=self.limits, devices=True
                     )
             except sandbox.SandboxError as exc:
                 answer = {"ok": False, "error": f"the sandboxed CUDA check failed: {exc}"}
@@ -117,7 +117,7 @@ class CudaBoard(BoardRunner):
         return Health(True)
 
     def describe(self) -> dict:
-        from planner.tvm import cuda
+        from planner.tvm.build import cuda
 
         info = super().describe()
         info["arch"] = self.arch

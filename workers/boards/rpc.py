@@ -1,7 +1,7 @@
 """Remote boards over TVM RPC: compile here, upload the library, run and time it there.
 
 Compiling happens in the worker's sandbox for the board's target; checking and timing on the
-board (:mod:`planner.tvm.remote`). Memory on a remote board is the planned arena: the RPC
+board (:mod:`planner.tvm.measure.remote`). Memory on a remote board is the planned arena: the RPC
 server has no allocator statistics to report, so ``measured_peak_bytes`` stays empty and
 ``measured`` says why.
 """
@@ -38,7 +38,7 @@ class RpcBoard(BoardRunner):
         return info
 
     def board_health(self) -> Health:
-        from planner.tvm import remote
+        from planner.tvm.measure import remote
 
         host, port = split_address(self.address, self.name)
         try:
@@ -56,7 +56,7 @@ class RpcBoard(BoardRunner):
         return Health(True)
 
     def connect(self):
-        from planner.tvm import remote
+        from planner.tvm.measure import remote
 
         if self.config.tracker:
             return remote.connect(
@@ -80,7 +80,7 @@ class RpcBoard(BoardRunner):
         return [r for r in reports if r.strategy in strategies]
 
     def after_compile(self, job, reports) -> None:
-        from planner.tvm import remote
+        from planner.tvm.measure import remote
 
         # Each shape point is its own build, checked against the stock build at that point.
         points: dict[str, dict] = {}

@@ -20,6 +20,7 @@ from pathlib import Path
 from planner.job_spec import JobSpec
 from planner.report import StrategyReport
 from workers import job_limits, trust
+from workers.job_watch import JobWatch
 from workers.sandbox import bwrap
 from workers.sandbox.confinement import (
     CPU_GRACE,
@@ -240,7 +241,7 @@ def _run_child(
             raise SandboxError(f"the sandbox could not start: {exc}") from None
         job_processes = Job(proc.pid, namespace=current.full, cgroup=cgroup)
         cleanup.callback(job_processes.close)
-        watch = job_limits.JobWatch(
+        watch = JobWatch(
             job_processes, memory_bytes=limits.memory_bytes, processes=limits.processes,
             threads=limits.threads, cgroup=cgroup,
             device_memory_bytes=limits.device_memory_bytes if devices else None,

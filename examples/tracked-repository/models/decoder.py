@@ -15,7 +15,7 @@ prefill chunk of each point, because it takes them.
 from tvm.relax.frontend import nn
 from tvm.relax.frontend.nn import op
 
-from planner.tvm.zoo.llm import (
+from planner.tvm.llm.decoders import (
     DecoderConfig,
     deployment_of,
     last_token,

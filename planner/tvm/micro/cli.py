@@ -56,7 +56,7 @@ def configure_export(parser: argparse.ArgumentParser) -> None:
 def handle_export(args: argparse.Namespace) -> int:
     from planner.tvm.micro.export import ExportError, export_c
     from planner.tvm.micro.plan import MicroPlanError
-    from planner.tvm.zoo import ModelSource, ModelSourceError
+    from planner.tvm.sources import ModelSource, ModelSourceError
 
     try:
         board = _board(args)
@@ -87,8 +87,8 @@ def configure_micro(parser: argparse.ArgumentParser) -> None:
 
 def handle_micro(args: argparse.Namespace) -> int:
     from planner.tvm.micro.run import run_micro
+    from planner.tvm.sources import ModelSource, ModelSourceError
     from planner.tvm.strategies import UnknownCompileStrategy
-    from planner.tvm.zoo import ModelSource, ModelSourceError
 
     try:
         board = _board(args).with_capacity(sram_bytes=args.sram, flash_bytes=args.flash)

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.tvm import native
+from planner.tvm.measure import native
 from planner.tvm.micro.boards import RUNTIME_DIR, Board
 
 QEMU = "qemu-system-arm"

@@ -27,7 +27,6 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from planner.tvm.extract import ARENA_ALIGNMENT, bindings_of
 from planner.tvm.micro.boards import Board, get_board
 from planner.tvm.micro.build import ARM_SOURCES, HOST_SOURCES, arm_command, host_command
 from planner.tvm.micro.plan import (
@@ -36,8 +35,9 @@ from planner.tvm.micro.plan import (
     example_inputs,
     plan_models,
 )
-from planner.tvm.zoo import ModelSource, build_network
-from planner.tvm.zoo.network import static_tensor_type
+from planner.tvm.network import static_tensor_type
+from planner.tvm.plan.extract import ARENA_ALIGNMENT, bindings_of
+from planner.tvm.sources import ModelSource, build_network
 
 RUNTIME_DIR = Path(__file__).with_name("runtime")
 RUNTIME_FILES = ("peakwatch_tvm.h", "board_runtime.c", "main.c", "startup_cortex_m.c")

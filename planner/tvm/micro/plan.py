@@ -16,14 +16,14 @@ import tvm
 
 from planner import strategies as library
 from planner.plan import validate_plan
-from planner.tvm import lowering
-from planner.tvm.apply import apply_plan
-from planner.tvm.compile import stock_offsets
-from planner.tvm.extract import ARENA_ALIGNMENT, Extraction, extract
-from planner.tvm.kernel_temps import lift_kernel_temporaries, refine_lifetimes
-from planner.tvm.rewrites import find_rewrites, inline_pool_padding, rewrite_kernels
+from planner.tvm.network import Network
+from planner.tvm.plan import lowering
+from planner.tvm.plan.apply import apply_plan
+from planner.tvm.plan.extract import ARENA_ALIGNMENT, Extraction, extract
+from planner.tvm.plan.kernel_temps import lift_kernel_temporaries, refine_lifetimes
+from planner.tvm.plan.rewrites import find_rewrites, inline_pool_padding, rewrite_kernels
+from planner.tvm.plan.stock import stock_offsets
 from planner.tvm.strategies import STOCK, Variant, check_names
-from planner.tvm.zoo.network import Network
 
 
 class MicroPlanError(ValueError):

@@ -19,7 +19,7 @@ from pathlib import Path
 from planner.report import BoardFigures, StrategyReport
 from planner.tvm.micro.boards import Board, resolve_board
 from planner.tvm.micro.run import INSTRUCTIONS_LABEL, MicroResult, run_micro
-from planner.tvm.zoo import ModelSource
+from planner.tvm.sources import ModelSource
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def run_on_board(
     Strategies whose compile failed are not run: their Result fails either way. Anything
     that stops the whole micro run fails every strategy it was to run, with the reason.
     """
-    from planner.tvm.compile import slug
+    from planner.report import slug
 
     todo = [r for r in reports if r.ok]
     if not todo:

@@ -24,8 +24,8 @@ from planner.tvm.micro import emulator
 from planner.tvm.micro.boards import Board, get_board
 from planner.tvm.micro.export import ExportedProject, ExportError, write_project
 from planner.tvm.micro.plan import MicroPlanError, example_inputs, plan_models
-from planner.tvm.zoo import ModelSource, build_network
-from planner.tvm.zoo.network import Network
+from planner.tvm.network import Network
+from planner.tvm.sources import ModelSource, build_network
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +157,10 @@ def run_micro(
 
 def reference_outputs(network: Network, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """TVM's stock build (its own planner, LLVM, the Relax VM) run on this host."""
-    from planner.tvm import execute, lowering
-
-    target = lowering.make_target("llvm")
+    from planner.tvm.build import execute
+    from planner.tvm.build.target import make_target
+    from planner.tvm.plan import lowering
+    target = make_target("llvm")
     lowered = lowering.lower_to_allocations(network.mod, target)
     planned = lowering.plan_with_stock_planner(lowered, target)
     final = lowering.finish_lowering(planned, target, stock_planner=False)
@@ -181,7 +182,7 @@ def _compare(
 ) -> tuple[bool, float | None]:
     if data is None:
         return False, None
-    from planner.tvm.execute import compare_outputs
+    from planner.tvm.build.execute import compare_outputs
 
     exact = all(np.issubdtype(r.dtype, np.integer) or r.dtype == np.bool_ for r in reference)
     # Integer models (int8) must agree bit for bit; floats to the host check's tolerance.

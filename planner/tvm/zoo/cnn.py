@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tvm.relax.frontend import nn
 
-# Network lives in planner.tvm.zoo.network; it stays importable from here for older callers.
-from planner.tvm.zoo.network import Network
-from planner.tvm.zoo.network import export_nn as _export
+# Network lives in planner.tvm.network; it stays importable from here for older callers.
+from planner.tvm.network import Network
+from planner.tvm.network import export_nn as _export
 
 __all__ = ["Network", "residual_cnn", "small_cnn"]
 

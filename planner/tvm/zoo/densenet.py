@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from tvm.relax.frontend import nn
 
+from planner.tvm.network import Network, export_nn
 from planner.tvm.zoo.layers import (
     BatchNorm2D,
     avg_pool2d,
@@ -21,7 +22,6 @@ from planner.tvm.zoo.layers import (
     global_avg_pool,
     max_pool2d,
 )
-from planner.tvm.zoo.network import Network, export_nn
 
 
 class _BNReLUConv(nn.Module):

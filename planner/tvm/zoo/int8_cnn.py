@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from tvm import relax
 
-from planner.tvm.zoo.network import Network
+from planner.tvm.network import Network
 
 #: The scale a requantised activation aims for: int8 values of this standard deviation use
 #: the range without saturating most of them.

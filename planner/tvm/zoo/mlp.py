@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tvm.relax.frontend import nn
 
-from planner.tvm.zoo.network import Network, export_nn
+from planner.tvm.network import Network, export_nn
 
 
 class _MLP(nn.Module):

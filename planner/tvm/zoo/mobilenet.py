@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from tvm.relax.frontend import nn
 
+from planner.tvm.network import Network, export_nn
 from planner.tvm.zoo.layers import ConvBN, check_resolution, global_avg_pool, scaled
-from planner.tvm.zoo.network import Network, export_nn
 
 # (expansion t, output channels c, repeats n, first stride s), Table 2 of the paper.
 BLOCKS = (

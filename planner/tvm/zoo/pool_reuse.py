@@ -11,7 +11,7 @@ from __future__ import annotations
 import tvm
 from tvm import relax
 
-from planner.tvm.zoo.network import Network
+from planner.tvm.network import Network
 
 
 def pool_reuse(

@@ -19,8 +19,8 @@ import random
 
 from tvm.relax.frontend import nn
 
+from planner.tvm.network import Network, export_nn
 from planner.tvm.zoo.layers import ConvBN, check_resolution, global_avg_pool
-from planner.tvm.zoo.network import Network, export_nn
 
 GRAPHS = ("ws", "er")
 

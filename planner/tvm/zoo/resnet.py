@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from tvm.relax.frontend import nn
 
+from planner.tvm.network import Network, export_nn
 from planner.tvm.zoo.layers import ConvBN, check_resolution, global_avg_pool, max_pool2d, scaled
-from planner.tvm.zoo.network import Network, export_nn
 
 STAGES = (64, 128, 256, 512)
 

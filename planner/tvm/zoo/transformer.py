@@ -13,7 +13,7 @@ import math
 
 from tvm.relax.frontend import nn
 
-from planner.tvm.zoo.network import Network, export_nn
+from planner.tvm.network import Network, export_nn
 
 
 class _SelfAttention(nn.Module):

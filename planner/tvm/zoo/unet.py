@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from tvm.relax.frontend import nn
 
+from planner.tvm.network import Network, export_nn
 from planner.tvm.zoo.layers import (
     BatchNorm2D,
     ConvTranspose2D,
@@ -20,7 +21,6 @@ from planner.tvm.zoo.layers import (
     max_pool2d,
     scaled,
 )
-from planner.tvm.zoo.network import Network, export_nn
 
 
 class _DoubleConv(nn.Module):

@@ -1,0 +1,97 @@
+"""Mixtures of experts as a deployment compiles them: transformers' blocks (which loop over
+the experts the router hit, a loop torch.export refuses) export in fixed shapes, plan, build
+and match the original PyTorch module; the Result says what the plan assumes of routing;
+a block whose routing the fixed-shape form does not reproduce is refused by name."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from planner.report import StrategyReport, parse_report
+from planner.tvm.compile import STOCK, compile_model
+from planner.tvm.sources import ModelSource, ModelSourceError, build_network
+from planner.tvm.sources.experts import find_blocks, fixed_shape_experts
+from planner.tvm.sources.handover import ImportedError, load_imported, save_imported
+from tests.tvm import torch_models
+
+MODELS = Path(__file__).parents[1] / "torch_models.py"
+
+
+def test_the_loop_over_experts_does_not_export_and_the_fixed_shape_form_does():
+    model, (ids,) = torch_models.mixtral()
+    seq = torch.export.Dim("seq", min=2, max=32)
+    # The premise: transformers' own block is refused (were it not, this module is moot).
+    with pytest.raises(Exception, match="(?i)data.dependent|guard|nonzero|unbacked"):
+        torch.export.export(model, (ids,))
+
+    (block, *_) = find_blocks(model)
+    with torch.no_grad(), fixed_shape_experts(model, (ids,)) as assumed:
+        exported = torch.export.export(model, (ids,), dynamic_shapes=({1: seq},))
+        longer = torch.randint(0, 64, (1, 24))
+        fixed = exported.module()(longer)
+
+    assert "forward" not in vars(block.module)  # the block is transformers' own again
+    with torch.no_grad():
+        assert torch.allclose(fixed, model(longer), atol=1e-5)
+    [assumption] = assumed
+    assert "2 blocks (of MixtralSparseMoeBlock; 4 experts, top-2)" in assumption
+
+
+def test_mixtral_plans_builds_and_matches_pytorch_with_the_routing_assumption_said():
+    reports = compile_model(
+        ModelSource(f"{MODELS}:mixtral", {}), [STOCK, "best-fit+rewrites"], repeat=0,
+        memory_configs=("naive",),
+    )
+
+    stock, rewrites = reports
+    for report in reports:
+        assert report.outputs_match is True, (report.strategy, report.error)
+        # Checked against transformers' own block, loop and all, not the converted one.
+        assert report.reference_check == "PyTorch"
+        assert report.reference_max_abs_diff < 1e-4
+        [assumption] = report.assumptions
+        assert assumption.startswith("mixture of experts in fixed shapes: 2 blocks")
+        assert parse_report(report.to_json()).assumptions == report.assumptions
+    assert rewrites.planned_bytes < stock.planned_bytes
+    # Measured too: the router's top-k is a runtime function the measuring process loads
+    # beside TVM's runtime (it failed with "Cannot find function tvm.contrib.sort.topk").
+    assert rewrites.measured["naive"]["inference_peak_bytes"] == rewrites.planned_bytes
+
+
+def test_deepseek_v3s_grouped_router_and_shared_expert_match_pytorch():
+    [report] = compile_model(
+        ModelSource(f"{MODELS}:deepseek_v3_moe", {}), ["best-fit"], repeat=0, memory_configs=(),
+    )
+
+    assert report.outputs_match is True, report.error
+    assert report.reference_max_abs_diff < 1e-4
+    assert "1 block (of DeepseekV3MoE; 8 experts, top-2)" in report.assumptions[0]
+
+
+def test_a_block_routed_otherwise_is_refused_naming_it():
+    with pytest.raises(ModelSourceError) as refused:
+        build_network(ModelSource(f"{MODELS}:sigmoid_routed", {}))
+
+    message = str(refused.value)
+    said = "the mixture of experts _SigmoidRouted at the top of the model has no fixed-shape form"
+    assert said in message, message
+    assert "differs from the block by" in message
+
+
+def test_the_assumption_crosses_the_sandbox_and_a_forged_one_is_refused(tmp_path):
+    network = build_network(ModelSource(f"{MODELS}:mixtral", {"seq": 4}))
+    save_imported(network.bind_weights(), tmp_path)
+    assert load_imported(tmp_path, name="m").network.assumptions == network.assumptions
+
+    meta = tmp_path / "network.json"
+    meta.write_text(meta.read_text().replace('"assumptions": [', '"assumptions": [' + "1, "))
+    with pytest.raises(ImportedError, match="assumptions is not a short list of texts"):
+        load_imported(tmp_path, name="m")
+
+
+def test_a_report_with_assumptions_that_are_not_texts_is_refused():
+    data = StrategyReport(model="m", strategy="none", assumptions=["fine"]).to_json()
+    data["assumptions"] = [{"not": "text"}]
+    with pytest.raises(ValueError, match="assumptions is not a list of texts"):
+        parse_report(data)
