@@ -44,7 +44,7 @@ def build_planned(
     # Intermediates, kernel workspace and outputs, so that builds that leave kernel
     # temporaries to TVM's pool compare with builds that plan them. The pool's size is
     # counted from the built kernels, else the static estimate; measured or not, the same
-    # (see _measure_memory).
+    # (see planner.tvm.measure.builds).
     report.planned_bytes = arena + report.kernel_workspace_bytes + (report.output_bytes or 0)
     report.peak = peak_breakdown(extraction, offsets)
     build = Build(report, planned.module, offsets, extraction, planned.merged, arena)

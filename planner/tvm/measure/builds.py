@@ -69,7 +69,7 @@ class BuildMeasurements:
         same = id(build.executable)
         if not build.report.ok or build.executable is None:
             return
-        with self._starting:  # strategies build in two threads (see _compile)
+        with self._starting:  # strategies build in two threads (planner.tvm.compile)
             if same in self.saved:
                 if keep and self.artifacts is not None:
                     # The same build under another strategy: a copy of its model.so.

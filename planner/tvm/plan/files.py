@@ -14,6 +14,7 @@ from planner.tvm.plan.strategy import PlannedStrategy
 
 
 def artifact_folder(root: Path, report: StrategyReport) -> Path:
+    """Where a strategy's artifacts of a model go, made if missing."""
     folder = root / slug(report.model) / slug(report.strategy)
     folder.mkdir(parents=True, exist_ok=True)
     return folder

@@ -52,8 +52,8 @@ class FunctionPlanning:
     strategy's plan (:func:`planner.tvm.plan.strategy.plan_strategy`), which the compile
     builds (:func:`planner.tvm.compile.plan_and_build`).
 
-    :func:`compile_model` plans its network's one entry function with it; an LLM deployment
-    plans each of its functions (:mod:`planner.tvm.llm.deployment`).
+    :func:`planner.tvm.compile.compile_model` plans its network's one entry function with it;
+    an LLM deployment plans each of its functions (:mod:`planner.tvm.llm.deployment`).
     """
 
     def __init__(
