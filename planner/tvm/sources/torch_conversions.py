@@ -11,6 +11,14 @@ GPT-NeoX) compute when called without an attention mask, then fails in LLVM code
 under every strategy (``Check failed: (t.MatchesCode(DLDataTypeCode::kDLFloat))``); one over
 int32 builds but returns int32 where torch returns int64. Here the scan is given the dtype
 of torch's own result, which export recorded on the node (``meta["val"]``).
+
+Elementwise operators of two operands compute in the type torch computes them in
+(:func:`_in_torch_types`): torch promotes operands of different types (an int64 tensor
+floor-divided by a Python 32, an int tensor times 0.5, a float16 tensor and a float32
+0-d tensor), while the importer makes a Python number a constant of a fixed type or of the
+other operand's type, and promotes two tensors without torch's rule for 0-d tensors: a
+model then failed to import (``Binary operators must have the same datatype``) or computed
+in another type than torch.
 """
 
 from __future__ import annotations
@@ -216,6 +224,97 @@ def _slice_in_bounds(node, importer):
     return _default(importer, "slice.Tensor")(node)
 
 
+#: Elementwise operators of two operands, by the name export gives them: the Relax
+#: operator each computes with. Their result is in the type they compute in, except the
+#: comparisons' (bool).
+_ARITHMETIC = {
+    **{f"{op}.{kind}": relax for op, relax in (
+        ("add", "add"), ("sub", "subtract"), ("mul", "multiply"), ("div", "divide"),
+        ("remainder", "floor_mod"), ("bitwise_and", "bitwise_and"),
+        ("bitwise_or", "bitwise_or"), ("bitwise_xor", "bitwise_xor"),
+    ) for kind in ("Tensor", "Scalar")},
+    "div.Tensor_mode": "floor_divide",
+    "floor_divide.default": "floor_divide",
+    "maximum.default": "maximum",
+    "minimum.default": "minimum",
+}
+_COMPARISONS = {
+    f"{op}.{kind}": relax
+    for op, relax in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"),
+                      ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal"))
+    for kind in ("Tensor", "Scalar")
+}
+
+
+def _torch_value(operand):
+    """What torch computed ``operand`` as: a tensor (export's fake one) or a Python number;
+    None for anything else (a symbolic size)."""
+    import torch
+
+    if isinstance(operand, bool | int | float):
+        return operand
+    value = getattr(operand, "meta", {}).get("val")
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _compute_type(node, name: str):
+    """The torch dtype ``node`` computes in: its result's for arithmetic (true division of
+    integers computes in floats), the operands' promoted type for a comparison; None where
+    it cannot be told from the graph."""
+    import torch
+
+    if name in _ARITHMETIC:
+        value = getattr(node, "meta", {}).get("val")
+        return value.dtype if isinstance(value, torch.Tensor) else None
+    # torch.result_type tells a 0-d tensor from one with dimensions, which promote apart.
+    operands = [
+        torch.empty([1] * value.dim(), dtype=value.dtype)
+        if isinstance(value, torch.Tensor) else value
+        for value in map(_torch_value, node.args[:2])
+    ]
+    return torch.result_type(*operands)
+
+
+def _in_torch_types(name: str) -> Callable:
+    """``name``, an elementwise operator of two operands, with both in the type torch
+    computes it in: a tensor of another type cast to it, a Python number made a constant of
+    it. Where both already are, the module is the importer's, to the binding."""
+
+    def convert(node, importer):
+        from tvm import relax
+
+        rounding = node.kwargs.get("rounding_mode", node.args[2] if len(node.args) > 2 else None)
+        extra = set(node.kwargs) - {"rounding_mode"}
+        operands = node.args[:2]
+        plain = (
+            not extra and len(operands) == 2
+            and all(_torch_value(x) is not None for x in operands)
+            and (name != "div.Tensor_mode" or rounding in ("floor", "trunc"))
+        )
+        compute = _compute_type(node, name) if plain else None
+        if compute is None or compute.is_complex:
+            return _default(importer, name)(node)
+        dtype = str(compute).removeprefix("torch.")
+        bb = importer.block_builder
+        values = []
+        for operand in operands:
+            if isinstance(operand, bool | int | float):
+                values.append(relax.const(operand, dtype))
+                continue
+            value = importer.env[operand]
+            if str(value.ty.dtype) != dtype:
+                value = bb.emit(relax.op.astype(value, dtype))
+            values.append(value)
+        if name == "div.Tensor_mode" and rounding == "trunc":
+            # As the importer divides towards zero: an integer division truncates already.
+            quotient = bb.emit(relax.op.divide(*values))
+            return bb.emit(relax.op.trunc(quotient)) if compute.is_floating_point else quotient
+        relax_op = getattr(relax.op, _ARITHMETIC.get(name) or _COMPARISONS[name])
+        return bb.emit(relax_op(*values))
+
+    return convert
+
+
 CONVERSIONS: dict[str, Callable] = {
     "cat.default": _cat_without_empty_vectors,
     "slice.Tensor": _slice_in_bounds,
@@ -223,6 +322,7 @@ CONVERSIONS: dict[str, Callable] = {
     "split_with_sizes.default": _split_with_empty_pieces,
     "index.Tensor": _index_from_the_front,
     "topk.default": _top_k_in_any_order,
+    **{name: _in_torch_types(name) for name in (*_ARITHMETIC, *_COMPARISONS)},
 }
 
 
@@ -282,7 +382,7 @@ def _multiply(name: str) -> Callable:
 
         left, right = node.args[:2]
         if not (_complex(left) or _complex(right)):
-            return _default(importer, name)(node)
+            return _in_torch_types(name)(node, importer)
         bb = importer.block_builder
         if _complex(left) and _complex(right):
             (ar, ai), (br, bi) = (_parts(importer, importer.env[x]) for x in (left, right))
