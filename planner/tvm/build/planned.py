@@ -47,9 +47,9 @@ def build_planned(
     # (see planner.tvm.measure.builds).
     report.planned_bytes = arena + report.kernel_workspace_bytes + (report.output_bytes or 0)
     report.peak = peak_breakdown(extraction, offsets)
-    build = Build(report, planned.module, offsets, extraction, planned.merged, arena)
-    build.executable = executable
-    return build
+    return Build(
+        report, planned.module, offsets, extraction, planned.merged, arena, executable=executable
+    )
 
 
 def _counted_workspace(

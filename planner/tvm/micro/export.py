@@ -36,7 +36,7 @@ from planner.tvm.micro.plan import (
     plan_models,
 )
 from planner.tvm.network import static_tensor_type
-from planner.tvm.plan.extract import ARENA_ALIGNMENT, bindings_of
+from planner.tvm.plan.extract import align, bindings_of
 from planner.tvm.sources import ModelSource, build_network
 
 RUNTIME_DIR = Path(__file__).with_name("runtime")
@@ -89,10 +89,6 @@ class ExportedProject:
         data = asdict(self)
         data["directory"] = str(self.directory)
         return data
-
-
-def _align(value: int, alignment: int = ARENA_ALIGNMENT) -> int:
-    return -(-value // alignment) * alignment
 
 
 def export_c(
@@ -255,7 +251,7 @@ def _walk(planned: PlannedModel) -> _Driver:
             # Storages laid end to end: for TVM's planner the same layout stock_offsets
             # reports; ours make exactly one.
             storage_base[var] = driver.arena_bytes
-            driver.arena_bytes += _align(size)
+            driver.arena_bytes += align(size)
         elif op == _ALLOC_TENSOR:
             storage = value.args[0]
             if storage not in storage_base:
@@ -296,7 +292,7 @@ def _walk(planned: PlannedModel) -> _Driver:
         else:
             driver.copies.append((location(leaf, "return"), offset, size))
         driver.outputs.append(TensorLayout(list(shape), dtype, offset, size))
-        offset = _align(offset + size)
+        offset = align(offset + size)
     unplaced = [
         base for base in {d.loc.base for _, args in driver.calls for d in args}
         if base.startswith("out:") and base not in driver.output_offsets
@@ -380,7 +376,7 @@ def workspace_need(source: str) -> int:
                 match = _ALLOC_CALL.search(line)
                 if match is None:
                     raise ExportError(f"workspace request of unknown size: {line.strip()}")
-                size = _align(int(match.group(2)))
+                size = align(int(match.group(2)))
                 live.setdefault(match.group(1), []).append(size)
                 held += size
                 need = max(need, held)

@@ -19,7 +19,7 @@ from planner.plan import validate_plan
 from planner.tvm.network import Network
 from planner.tvm.plan import lowering
 from planner.tvm.plan.apply import apply_plan
-from planner.tvm.plan.extract import ARENA_ALIGNMENT, Extraction, extract
+from planner.tvm.plan.extract import Extraction, align, extract
 from planner.tvm.plan.kernel_temps import lift_kernel_temporaries, refine_lifetimes
 from planner.tvm.plan.rewrites import find_rewrites, inline_pool_padding, rewrite_kernels
 from planner.tvm.plan.stock import stock_offsets
@@ -44,10 +44,6 @@ class PlannedModel:
     extraction: Extraction
     #: Whether kernel temporaries were lifted into the arena (then few stay in a workspace).
     lifted: bool
-
-
-def _align(value: int) -> int:
-    return -(-value // ARENA_ALIGNMENT) * ARENA_ALIGNMENT
 
 
 def example_inputs(network: Network, seed: int = 0) -> list[np.ndarray]:
@@ -83,7 +79,7 @@ def plan_models(
                 extraction = extract(lowered, entry, {})
                 solution = library.solve(extraction.problem(), strategy.base, seed=seed)
                 validate_plan(extraction.problem(), solution.offsets)
-                offsets, arena = solution.offsets, _align(solution.height)
+                offsets, arena = solution.offsets, align(solution.height)
                 planned = apply_plan(lowered, extraction, offsets, arena)
                 lifted = False
             elif strategy.variant is Variant.REWRITES:
@@ -93,7 +89,7 @@ def plan_models(
                 offsets, height, drop, module = _plan_with_rewrites(
                     module, extraction, by_binding, strategy.base, seed
                 )
-                arena = _align(height)
+                arena = align(height)
                 planned = apply_plan(module, extraction, offsets, arena, drop=drop)
                 lifted = True
             else:

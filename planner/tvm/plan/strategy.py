@@ -129,7 +129,6 @@ def plan_without_rewrites(
     problem = extraction.problem()
     solution = library.solve(problem, strategy.base, seed=seed)
     offsets, arena = solution.offsets, align(solution.height)
-    merged = None
     report.rewritten_lower_bound_bytes = bound_of(extraction)
     report.rewrites = {
         **_no_rewrites(),
@@ -143,7 +142,7 @@ def plan_without_rewrites(
         ],
     }
     planned = apply_plan(variant.module, extraction, offsets, arena)
-    return PlannedStrategy(report, planned, offsets, extraction, merged, arena)
+    return PlannedStrategy(report, planned, offsets, extraction, None, arena)
 
 
 def choose_order(
