@@ -1,0 +1,209 @@
+"""The model file of ``benchmarks/model_sweep.py``: any architecture of the installed
+transformers, tiny and with random weights, built from its own configuration class, as a
+user with a model file of their own would build it.
+
+``model(family="causal-lm", arch="llama")`` returns the module and its example input. The
+configuration is the class's defaults with one generic tiny shape laid over them
+(:data:`TINY`: hidden 64, 2 layers, 4 heads, 2 KV heads, vocabulary 1,024), every name the
+class knows it by (its ``attribute_map``) and in every sub-configuration (a text or vision
+config inside a composite one). Nothing here names a family: what an architecture needs
+beyond that is read from its configuration (a head size that must fit the hidden size, an
+image size its patches must divide).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import torch
+from torch import nn
+
+SEQ = 64
+IMAGE = 32
+VOCAB = 1024
+HIDDEN = 64
+HEADS = 4
+
+#: The generic tiny shape, by transformers' standard attribute names.
+TINY = {
+    "hidden_size": HIDDEN,
+    "num_hidden_layers": 2,
+    "num_attention_heads": HEADS,
+    "num_key_value_heads": 2,
+    "vocab_size": VOCAB,
+    "intermediate_size": 2 * HIDDEN,
+    "max_position_embeddings": 4 * SEQ,
+}
+#: Sizes some classes name outside the standard ones; set only where the class has them.
+TINY_EXTRA = {
+    "head_dim": HIDDEN // HEADS,
+    "moe_intermediate_size": HIDDEN // 2,
+    "shared_expert_intermediate_size": HIDDEN,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "image_size": IMAGE,
+    "patch_size": 8,
+    "num_channels": 3,
+    "use_cache": False,
+    # A CPU deployment: the reference paths, not kernels that need CUDA.
+    "use_mamba_kernels": False,
+}
+#: Sizes named by pattern, as encoder-decoders and multi-latent attention name theirs.
+TINY_PATTERNS = (
+    (re.compile(r"(^|_)attention_heads$"), HEADS),
+    (re.compile(r"^(encoder|decoder)_layers$"), 2),
+    (re.compile(r"ffn_dim$"), 2 * HIDDEN),
+    # Head, rotary and latent widths above the tiny head size shrink to it.
+    (re.compile(r"(head_dim|rotary_dim|_rank)$"), HIDDEN // HEADS),
+)
+#: The transformers mappings the sweep walks, by family: (mapping name, how it is called).
+FAMILIES = {
+    "causal-lm": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "ids"),
+    "image-classification": ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "pixels"),
+    "base": ("MODEL_MAPPING_NAMES", "either"),
+}
+
+
+class _Called(nn.Module):
+    """One keyword input in, the first output out, as a deployment calls a model."""
+
+    def __init__(self, model: nn.Module, keyword: str):
+        super().__init__()
+        self.model = model
+        self.keyword = keyword
+
+    def forward(self, x):
+        out = self.model(**{self.keyword: x})
+        for name in ("logits", "last_hidden_state"):
+            if getattr(out, name, None) is not None:
+                return getattr(out, name)
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def architectures(family: str) -> list[str]:
+    """The model types of ``family``'s mapping in the installed transformers, sorted."""
+    from planner.tvm.sources.transformers_models import import_transformers
+
+    import_transformers()
+    from transformers.models.auto import modeling_auto
+
+    mapping = getattr(modeling_auto, FAMILIES[family][0])
+    return sorted(mapping)
+
+
+def tiny_config(arch: str, decoder: bool = False):
+    """``arch``'s configuration class with :data:`TINY` laid over its defaults."""
+    from transformers import CONFIG_MAPPING
+
+    config_class = CONFIG_MAPPING[arch]
+    default = config_class()
+    sizes = _tiny_sizes(default)
+    # Given to the constructor where it takes them, so what it derives from them (a query
+    # width from its parts, a layer-type list) is derived from the tiny ones.
+    try:
+        taken = set(inspect.signature(config_class.__init__).parameters)
+    except (TypeError, ValueError):
+        taken = set()
+    renamed = getattr(config_class, "attribute_map", {}) or {}
+    given = {}
+    for name, value in sizes.items():
+        for candidate in (name, renamed.get(name)):
+            if candidate and candidate in taken:
+                given[candidate] = value
+                break
+    config = config_class(**given)
+    _shrink(config, getattr(default, "num_hidden_layers", None), given=set(given))
+    if decoder and _has(config, "is_decoder"):
+        config.is_decoder = True  # an encoder class in the causal-LM mapping, as its head asks
+    return config
+
+
+def _tiny_sizes(default) -> dict:
+    """The tiny sizes for a configuration whose defaults are ``default``."""
+    sizes = {**TINY, **TINY_EXTRA}
+    for name, value in vars(default).items():
+        for pattern, tiny in TINY_PATTERNS:
+            if pattern.search(name) and isinstance(value, int) and not isinstance(value, bool) \
+                    and value > tiny:
+                sizes.setdefault(name, tiny)
+    # A state-space block's heads tile its expanded width.
+    expand = getattr(default, "expand", None)
+    if isinstance(expand, int) and "num_heads" in vars(default) and "head_dim" in vars(default):
+        sizes["num_heads"] = HIDDEN * expand // sizes["head_dim"]
+    return sizes
+
+
+def _shrink(config, default_layers: int | None, depth: int = 0, given=None) -> None:
+    """Set the tiny sizes on ``config`` and its sub-configurations where it has them (at the
+    top, those its constructor did not take: what it derived from them stays)."""
+    from transformers import PretrainedConfig
+
+    sizes = {**TINY, **TINY_EXTRA} if given is not None else _tiny_sizes(config)
+    for name, value in sizes.items():
+        if name in (given or ()):
+            continue
+        if _has(config, name):
+            try:
+                setattr(config, name, value)
+            except (AttributeError, TypeError, ValueError):
+                pass
+    vocab = getattr(config, "vocab_size", None)
+    for name, value in list(vars(config).items()):
+        # Special tokens past the tiny vocabulary would index past its embedding.
+        if name.endswith("token_id") and isinstance(value, int) and vocab and value >= vocab:
+            setattr(config, name, vocab - 1)
+    # A per-layer list sized by the default depth follows the tiny depth, keeping the
+    # pattern's variety (each kind it had, cycled).
+    layers = getattr(config, "num_hidden_layers", None)
+    for name, value in list(vars(config).items()):
+        if isinstance(value, list) and default_layers and layers and value \
+                and len(value) == default_layers != layers:
+            distinct = list(dict.fromkeys(map(str, value)))
+            chosen = [next(v for v in value if str(v) == d) for d in distinct]
+            setattr(config, name, [chosen[i % len(chosen)] for i in range(layers)])
+    if depth < 2:
+        for value in list(vars(config).values()):
+            if isinstance(value, PretrainedConfig):
+                _shrink(value, getattr(type(value)(), "num_hidden_layers", None), depth + 1)
+
+
+def _has(config, name: str) -> bool:
+    renamed = getattr(type(config), "attribute_map", {}) or {}
+    return name in vars(config) or name in renamed
+
+
+def model(family: str = "causal-lm", arch: str = "llama", seed: int = 0):
+    """The tiny ``arch`` of ``family`` and its example input."""
+    from planner.tvm.sources.transformers_models import import_transformers
+
+    import_transformers()
+    from transformers.models.auto import modeling_auto
+
+    torch.manual_seed(seed)
+    config = tiny_config(arch, decoder=family == "causal-lm")
+    mapping, called = FAMILIES[family]
+    auto = {
+        "causal-lm": modeling_auto.AutoModelForCausalLM,
+        "image-classification": modeling_auto.AutoModelForImageClassification,
+        "base": modeling_auto.AutoModel,
+    }[family]
+    model_class = auto._model_mapping[type(config)]
+    wanted = getattr(model_class, "config_class", None)
+    if wanted is not None and not isinstance(config, wanted):
+        # A composite configuration whose causal-LM class takes its text part.
+        config = config.get_text_config()
+    module = model_class(config).eval()
+    if called == "either":
+        called = "pixels" if "pixel_values" in inspect.signature(module.forward).parameters \
+            else "ids"
+    if called == "pixels":
+        channels = getattr(config, "num_channels", 3)
+        size = getattr(config, "image_size", IMAGE)
+        size = size if isinstance(size, int) else IMAGE
+        return _Called(module, "pixel_values").eval(), (torch.randn(1, channels, size, size),)
+    vocab = getattr(config, "vocab_size", VOCAB) or VOCAB
+    ids = torch.randint(0, min(vocab, VOCAB), (1, SEQ))
+    return _Called(module, "input_ids").eval(), (ids,)
