@@ -87,6 +87,30 @@ def graph_dumps_held() -> Iterator[io.StringIO]:
     sys.stderr.write(held.getvalue())
 
 
+#: Loggers that announce a draft export's guards as warnings: Peakwatch reports them as
+#: assumptions of the Result instead.
+DRAFT_LOGGERS = ("torch.export._draft_export", GRAPH_LOGGERS[0])
+
+
+@contextmanager
+def quiet_draft() -> Iterator[None]:
+    """Drop what torch logs and prints while draft-exporting (a banner per guard found,
+    each guard's evaluation): the guards reach the user as the Result's assumptions."""
+    loggers = [logging.getLogger(name) for name in DRAFT_LOGGERS]
+
+    def drop(record: logging.LogRecord) -> bool:
+        return False
+
+    for logger in loggers:
+        logger.addFilter(drop)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(drop)
+
+
 def summarise(exc: BaseException, user_files: Sequence[Path] = ()) -> str:
     """``exc`` from ``torch.export`` as the place it broke, torch's advice, then the error."""
     text = str(exc)

@@ -160,6 +160,7 @@ def export_to_relax(
 
     from planner.tvm.sources.experts import ExpertsError, fixed_shape_experts
     from planner.tvm.sources.export_failure import graph_dumps_held, summarise
+    from planner.tvm.sources.specialise import is_data_dependent
     from planner.tvm.sources.torch_conversions import CONVERSIONS, complex_refusal
     from planner.tvm.steps import describe
 
@@ -173,7 +174,11 @@ def export_to_relax(
     except ExpertsError as exc:
         raise error(f"export failed: {failure}: {exc}") from exc
     except Exception as exc:  # export fails in many ways on unsupported code
-        raise error(f"export failed: {failure}: {summarise(exc, user_files)}") from exc
+        if not is_data_dependent(exc):
+            raise error(f"export failed: {failure}: {summarise(exc, user_files)}") from exc
+        exported, assumed = _specialised(
+            module, example_inputs, dynamic_shapes, error, failure, exc, user_files
+        )
     if assumptions is not None:
         assumptions.extend(assumed)
     refused = complex_refusal(exported)
@@ -195,6 +200,32 @@ def export_to_relax(
                 "part of the model with operators it has (the list above names them)"
             )
         raise error(message) from exc
+
+
+def _specialised(module, example_inputs, dynamic_shapes, error, failure, refused, user_files):
+    """The draft export of ``module`` where torch.export ``refused`` it on data-dependent
+    guards (see :mod:`planner.tvm.sources.specialise`), and the assumptions it makes; the
+    original failure, with why the draft cannot stand, where it cannot."""
+    import torch
+
+    from planner.tvm.sources.experts import ExpertsError, fixed_shape_experts
+    from planner.tvm.sources.export_failure import quiet_draft, summarise
+    from planner.tvm.sources.specialise import SpecialiseError, draft_exported
+
+    try:
+        with (
+            torch.no_grad(), quiet_draft(),
+            fixed_shape_experts(module, example_inputs) as assumed,
+        ):
+            exported, guards = draft_exported(module, example_inputs, dynamic_shapes)
+    except (SpecialiseError, ExpertsError) as exc:
+        raise error(
+            f"export failed: {failure}: {summarise(refused, user_files)}\n"
+            f"specialising the branch as the example takes it does not hold: {exc}"
+        ) from exc
+    except Exception as exc:  # the draft fails as export did, or another way
+        raise error(f"export failed: {failure}: {summarise(refused, user_files)}") from exc
+    return exported, [*assumed, *(guard.assumption() for guard in guards)]
 
 
 def network_from_torch(

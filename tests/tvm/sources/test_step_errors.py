@@ -33,6 +33,7 @@ class Determinant(torch.nn.Module):
 
 
 def branchy():
+    torch.manual_seed(0)
     return Branchy(), (torch.randn(1, 4),)
 
 
@@ -67,7 +68,9 @@ def test_a_data_dependent_branch_leads_with_its_line_and_torchs_advice(models, c
     assert lines[0].endswith("models.py:11 in forward: if y.sum() > 0:")
     assert lines[1].startswith("torch advises: consider using data-dependent friendly APIs")
     assert lines[2].startswith("GuardOnDataDependentSymNode: Could not guard")
-    assert len(str(failed.value)) < 1000
+    # Taking the branch the example's way was tried, and another input went the other way.
+    assert lines[-1].startswith("specialising the branch as the example takes it does not hold")
+    assert len(str(failed.value)) < 1500
     # torch's graph dump is cut, not printed ahead of the error.
     assert "def forward(" not in capfd.readouterr().err
 
