@@ -110,8 +110,11 @@ def compile_row(family: str, arch: str, timeout: float) -> dict:
             return {"error": f"timeout: the compile ran past {timeout:.0f} s", "step": "timeout"}
         if out.exists():
             return {"reports": json.loads(out.read_text())}
-        said = [line for line in done.stderr.splitlines() if line.startswith("planner: ")]
-        error = said[-1][len("planner: "):] if said else done.stderr.strip()[-400:]
+        lines = done.stderr.splitlines()
+        said = [i for i, line in enumerate(lines) if line.startswith("planner: ")]
+        # The refusal runs from its first line to the end: the place, torch's advice, why.
+        error = ("\n".join(lines[said[-1]:])[len("planner: "):] if said
+                 else done.stderr.strip()[-400:])
         return {"error": error, "step": error.split(" failed: ")[0] if " failed: " in error
                 else "source"}
 

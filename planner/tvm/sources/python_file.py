@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -167,7 +168,7 @@ def export_to_relax(
     module = module.eval()
     try:
         with (
-            torch.no_grad(), graph_dumps_held(),
+            torch.no_grad(), graph_dumps_held(), plain_buffers(module),
             fixed_shape_experts(module, example_inputs) as assumed,
         ):
             exported = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
@@ -202,6 +203,27 @@ def export_to_relax(
         raise error(message) from exc
 
 
+@contextmanager
+def plain_buffers(module) -> Iterator[None]:
+    """Within it, a buffer registered as an ``nn.Parameter`` (``register_buffer(name,
+    nn.Parameter(...))``, as FalconMamba's RMS weights are) is held as a plain tensor of the
+    same values: torch 2.13's export records it as both and then fails to rebuild the module
+    (``KeyError: attribute 'b_c_rms' already exists``) when TVM's importer decomposes it."""
+    import torch
+
+    swapped = []
+    for owner in module.modules():
+        for name, value in list(owner._buffers.items()):
+            if isinstance(value, torch.nn.Parameter):
+                swapped.append((owner, name, value))
+                owner._buffers[name] = value.data
+    try:
+        yield
+    finally:
+        for owner, name, value in swapped:
+            owner._buffers[name] = value
+
+
 def _specialised(module, example_inputs, dynamic_shapes, error, failure, refused, user_files):
     """The draft export of ``module`` where torch.export ``refused`` it on data-dependent
     guards (see :mod:`planner.tvm.sources.specialise`), and the assumptions it makes; the
@@ -214,7 +236,7 @@ def _specialised(module, example_inputs, dynamic_shapes, error, failure, refused
 
     try:
         with (
-            torch.no_grad(), quiet_draft(),
+            torch.no_grad(), quiet_draft(), plain_buffers(module),
             fixed_shape_experts(module, example_inputs) as assumed,
         ):
             exported, guards = draft_exported(module, example_inputs, dynamic_shapes)
