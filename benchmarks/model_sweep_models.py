@@ -58,6 +58,10 @@ TINY_PATTERNS = (
     (re.compile(r"ffn_dim$"), 2 * HIDDEN),
     # Head, rotary and latent widths above the tiny head size shrink to it.
     (re.compile(r"(head_dim|rotary_dim|_rank)$"), HIDDEN // HEADS),
+    # A state-space block's heads, state and chunk, and any other inner width.
+    (re.compile(r"(^|_)n_heads$"), HEADS),
+    (re.compile(r"(d_state|state_size|chunk_size)$"), HIDDEN // HEADS),
+    (re.compile(r"(d_ssm|intermediate_size)$"), 2 * HIDDEN),
 )
 #: The transformers mappings the sweep walks, by family: (mapping name, how it is called).
 FAMILIES = {

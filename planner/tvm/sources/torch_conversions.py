@@ -130,6 +130,42 @@ def _index_from_the_front(node, importer):
         importer.env.update(saved)
 
 
+def _index_put_by_mask(name: str) -> Callable:
+    """``x[mask] = value`` (``index_put`` with one boolean index), which TVM 0.27's importer
+    refuses (``IndexPut requires each index tensor to have integer dtype``; Gemma3 zeroes its
+    image tokens so): where the mask covers ``x``'s leading dimensions and the value is one
+    element, it is ``where(mask, value, x)`` (``x + value`` with ``accumulate``), which is
+    what torch computes. Any other form goes to the importer as before."""
+
+    def convert(node, importer):
+        from tvm import relax
+
+        x, indices, values = node.args[:3]
+        accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+        source = getattr(x, "meta", {}).get("val")
+        mask = indices[0] if len(indices) == 1 and indices[0] is not None else None
+        mask_value = getattr(mask, "meta", {}).get("val") if mask is not None else None
+        value = getattr(values, "meta", {}).get("val")
+        if (
+            source is None or mask_value is None or value is None
+            or str(mask_value.dtype) != "torch.bool" or value.numel() != 1
+            or tuple(mask_value.shape) != tuple(source.shape[:mask_value.dim()])
+        ):
+            return _default(importer, name)(node)
+        bb = importer.block_builder
+        data, chosen = importer.env[x], importer.env[mask]
+        trailing = source.dim() - mask_value.dim()
+        if trailing:
+            chosen = bb.emit(relax.op.reshape(chosen, [*mask_value.shape, *([1] * trailing)]))
+        dtype = str(source.dtype).removeprefix("torch.")
+        put = bb.emit(relax.op.reshape(relax.op.astype(importer.env[values], dtype), []))
+        if accumulate:
+            put = bb.emit(relax.op.add(data, put))
+        return bb.emit(relax.op.where(chosen, put, data))
+
+    return convert
+
+
 #: ``custom_convert_map`` for ``from_exported_program``.
 def _top_k_in_any_order(node, importer):
     """``topk(..., sorted=False)``, which the importer refuses (DeepSeek's routers choose
@@ -322,6 +358,7 @@ CONVERSIONS: dict[str, Callable] = {
     "split_with_sizes.default": _split_with_empty_pieces,
     "index.Tensor": _index_from_the_front,
     "topk.default": _top_k_in_any_order,
+    **{name: _index_put_by_mask(name) for name in ("index_put.default", "index_put_.default")},
     **{name: _in_torch_types(name) for name in (*_ARITHMETIC, *_COMPARISONS)},
 }
 
