@@ -254,6 +254,42 @@ def sigmoid_routed(tokens: int = 6):
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)
 
 
+class _ReluRouted(_SigmoidRouted):
+    """Routed by a top-k over a ReLU of the router's logits: neither a softmax nor a sigmoid,
+    so its fixed-shape form would be another model."""
+
+    def forward(self, x):
+        weights, chosen = torch.topk(torch.relu(self.gate(x)) + 0.1, self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        for number in chosen.unique():
+            rows, slot = torch.where(chosen == number)
+            out[rows] += self.experts[number](x[rows]) * weights[rows, slot, None]
+        return out
+
+
+def relu_routed(tokens: int = 6):
+    torch.manual_seed(0)
+    return _ReluRouted().eval(), (torch.randn(tokens, 8),)
+
+
+class _DenseByHand(_SigmoidRouted):
+    """The same attributes as a routed block, its forward written by a user in fixed shapes
+    (every expert on every token, weighted): a block Peakwatch must leave as it is."""
+
+    def forward(self, x):
+        weights, chosen = torch.topk(torch.sigmoid(self.gate(x)), self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        for number, expert in enumerate(self.experts):
+            share = (weights * (chosen == number)).sum(dim=-1, keepdim=True)
+            out = out + expert(x) * share * 0.5
+        return out
+
+
+def dense_by_hand(tokens: int = 6):
+    torch.manual_seed(0)
+    return _DenseByHand().eval(), (torch.randn(tokens, 8),)
+
+
 class _EmptyCache(nn.Module):
     """Keys appended to an empty cache, as an encoder-decoder's default cache does it: a cat
     of an empty 1-D tensor with a 4-D one, which torch allows."""

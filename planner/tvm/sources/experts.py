@@ -4,7 +4,8 @@ transformers computes a mixture of experts by looping over the experts the route
 gathering each one's tokens (``for expert_idx in expert_hit: torch.where(...)``): shapes
 that depend on the data, which ``torch.export`` refuses. A compiled deployment routes with
 fixed shapes instead. Here each such block is exported in that form: the router is the
-block's own (softmax and top-k, or the family's router module), and every expert runs on
+block's own (a top-k over a softmax or a sigmoid, with or without renormalising, whichever
+gives the block's own output; or the family's router module), and every expert runs on
 every token, weighted by the router's top-k weight for that token and by zero elsewhere.
 The outputs are the block's to rounding; the memory is one expert's activations for all
 tokens at a time (a grouped-GEMM deployment holds top-k rows per token instead), which
@@ -21,7 +22,8 @@ that other families built the same way convert too:
 
 Each replaced block is run on the input the model gave it, in PyTorch, before the export;
 a block whose fixed-shape form differs from it is refused with its name, so a family that
-routes otherwise fails in one line instead of planning a different model.
+routes otherwise fails in one line instead of planning a different model. A block whose own
+forward exports on that input (a user wrote it in fixed shapes) is never replaced.
 """
 
 from __future__ import annotations
@@ -120,14 +122,21 @@ def _fixed_moe(self, hidden_states, topk_indices, topk_weights):
     return routed.to(hidden_states.dtype)
 
 
-def _fixed_forward(normalise: bool, returns_logits: bool):
+#: The scores a router takes its top-k over, tried in this order against the block's output.
+SCORES = ("softmax", "sigmoid")
+
+
+def _fixed_forward(normalise: bool, returns_logits: bool, score: str = "softmax"):
     def forward(self, hidden_states, *args, **kwargs):
         import torch
 
         shape = hidden_states.shape
         flat = hidden_states.reshape(-1, shape[-1])
         logits = _router(self)(flat)
-        weights = torch.softmax(logits, dim=-1, dtype=torch.float32)
+        if score == "sigmoid":
+            weights = torch.sigmoid(logits.float())
+        else:
+            weights = torch.softmax(logits, dim=-1, dtype=torch.float32)
         weights, indices = torch.topk(weights, _top_k(self), dim=-1)
         if normalise:
             weights = weights / weights.sum(dim=-1, keepdim=True)
@@ -209,14 +218,41 @@ def _replacement(block: _Block, call: tuple | None):
     returns_logits = isinstance(want, tuple) and len(want) == 2
     choices = [block.normalise] if block.normalise is not None else [True, False]
     best = float("inf")
-    for normalise in choices:
-        method = types.MethodType(_fixed_forward(bool(normalise), returns_logits), block.module)
-        with torch.no_grad():
-            difference = _difference(method(*args, **kwargs), want)
-        if difference <= TOLERANCE:
-            return method
-        best = min(best, difference)
+    # The router is known by what it computes: each score, with and without renormalising
+    # the top-k, against the block's own output on the example.
+    for score in SCORES:
+        for normalise in choices:
+            method = types.MethodType(
+                _fixed_forward(bool(normalise), returns_logits, score), block.module
+            )
+            with torch.no_grad():
+                difference = _difference(method(*args, **kwargs), want)
+            if difference <= TOLERANCE:
+                return method
+            best = min(best, difference)
     raise _unlike(block, best)
+
+
+def _exports_as_is(block: _Block, call: tuple | None, exported: dict) -> bool:
+    """Whether ``block``'s own forward exports on the call the model made (its shapes fixed
+    already, as a user who wrote it so made it): such a block is never replaced. Tried once
+    per class of block."""
+    import torch
+
+    from planner.tvm.sources.export_failure import quiet_draft
+
+    if call is None:
+        return False
+    kind = type(block.module)
+    if kind not in exported:
+        args, kwargs, _ = call
+        try:
+            with torch.no_grad(), quiet_draft():
+                torch.export.export(block.module, tuple(args), dict(kwargs))
+            exported[kind] = True
+        except Exception:  # the loop over experts, or anything else export refuses
+            exported[kind] = False
+    return exported[kind]
 
 
 def _unlike(block: _Block, difference: float) -> ExpertsError:
@@ -224,9 +260,10 @@ def _unlike(block: _Block, difference: float) -> ExpertsError:
         f"the mixture of experts {type(block.module).__name__} at "
         f"{block.name or 'the top of the model'} has no fixed-shape form here: computed "
         "with its router's top-k over every expert it differs from the block by "
-        f"{difference:.3g} of its largest output, so its routing is not a softmax top-k "
-        "(or its own moe method's); write the block with fixed shapes (every expert on every "
-        "token, weighted by the router) in the model file"
+        f"{difference:.3g} of its largest output, so its routing is not a top-k over a "
+        "softmax or a sigmoid (or its own moe method's); write the block's forward with fixed "
+        "shapes (every expert on every token, weighted by the router) in the model file: a "
+        "block whose forward exports as it is is never replaced"
     )
 
 
@@ -252,6 +289,11 @@ def fixed_shape_experts(model, example_inputs: tuple) -> Iterator[list[str]]:
         yield []
         return
     calls = _seen_calls(model, blocks, example_inputs)
+    exported: dict = {}
+    blocks = [b for b in blocks if not _exports_as_is(b, calls.get(b.name), exported)]
+    if not blocks:
+        yield []
+        return
     replaced = []
     try:
         for block in blocks:

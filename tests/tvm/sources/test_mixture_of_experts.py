@@ -69,14 +69,39 @@ def test_deepseek_v3s_grouped_router_and_shared_expert_match_pytorch():
     assert "1 block (of DeepseekV3MoE; 8 experts, top-2)" in report.assumptions[0]
 
 
+def test_a_block_routed_by_a_sigmoid_is_known_by_what_it_computes():
+    [report] = compile_model(
+        ModelSource(f"{MODELS}:sigmoid_routed", {}), ["best-fit"], repeat=0, memory_configs=(),
+    )
+
+    assert report.outputs_match is True, report.error
+    assert report.reference_max_abs_diff < 1e-5
+    assert "1 block (of _SigmoidRouted; 4 experts, top-2)" in report.assumptions[0]
+
+
 def test_a_block_routed_otherwise_is_refused_naming_it():
     with pytest.raises(ModelSourceError) as refused:
-        build_network(ModelSource(f"{MODELS}:sigmoid_routed", {}))
+        build_network(ModelSource(f"{MODELS}:relu_routed", {}))
 
     message = str(refused.value)
-    said = "the mixture of experts _SigmoidRouted at the top of the model has no fixed-shape form"
+    said = "the mixture of experts _ReluRouted at the top of the model has no fixed-shape form"
     assert said in message, message
     assert "differs from the block by" in message
+    assert "never replaced" in message  # what a user who writes it in fixed shapes gets
+
+
+def test_a_block_written_in_fixed_shapes_is_never_replaced():
+    model, inputs = torch_models.dense_by_hand()
+    with torch.no_grad(), fixed_shape_experts(model, inputs) as assumed:
+        assert "forward" not in vars(model)  # its own forward, not the fixed-shape form
+    assert assumed == []
+
+    [report] = compile_model(
+        ModelSource(f"{MODELS}:dense_by_hand", {}), ["best-fit"], repeat=0, memory_configs=(),
+    )
+    assert report.outputs_match is True, report.error
+    assert report.reference_max_abs_diff < 1e-5  # the 0.5 the standard form would miss
+    assert report.assumptions == []
 
 
 def test_the_assumption_crosses_the_sandbox_and_a_forged_one_is_refused(tmp_path):
