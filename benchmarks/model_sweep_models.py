@@ -55,9 +55,9 @@ TINY_EXTRA = {
 TINY_PATTERNS = (
     (re.compile(r"(^|_)attention_heads$"), HEADS),
     (re.compile(r"^(encoder|decoder)_layers$"), 2),
-    (re.compile(r"ffn_dim$"), 2 * HIDDEN),
+    (re.compile(r"(ffn_dim|^dim_ff)$"), 2 * HIDDEN),
     # Head, rotary and latent widths above the tiny head size shrink to it.
-    (re.compile(r"(head_dim|rotary_dim|_rank)$"), HIDDEN // HEADS),
+    (re.compile(r"(head_dim|^dim_head|rotary_dim|_rank)$"), HIDDEN // HEADS),
     # A state-space block's heads, state and chunk, and any other inner width.
     (re.compile(r"(^|_)n_heads$"), HEADS),
     (re.compile(r"(d_state|state_size|chunk_size)$"), HIDDEN // HEADS),
