@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "benchmarks" / "model_sweep_models.py"
 RESULTS = ROOT / "benchmarks" / "model-sweep.jsonl"
 STRATEGIES = ("tvm-stock", "best-fit+rewrites")
-FAMILIES = ("causal-lm", "image-classification", "base")
+FAMILIES = ("causal-lm", "image-classification", "base", "timm")
 #: The steps a row goes through; a failure at one means every earlier one passed.
 REACHED = {
     "source": "pytorch", "export": "pytorch", "import": "exported", "fold": "imported",

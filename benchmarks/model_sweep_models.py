@@ -68,6 +68,7 @@ FAMILIES = {
     "causal-lm": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "ids"),
     "image-classification": ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "pixels"),
     "base": ("MODEL_MAPPING_NAMES", "either"),
+    "timm": ("", "pixels"),
 }
 
 
@@ -87,8 +88,68 @@ class _Called(nn.Module):
         return out[0] if isinstance(out, (tuple, list)) else out
 
 
+#: How many timm families the sweep takes, spread over timm's sorted family names.
+TIMM_FAMILIES = 40
+
+
+def timm_architectures() -> list[str]:
+    """One model of each of :data:`TIMM_FAMILIES` timm families (a family: the name's
+    leading letters), its variant with the fewest parameters, the families spread evenly
+    over timm's."""
+    import re
+
+    from planner.tvm.torch_libraries import prepare_torch_libraries
+
+    prepare_torch_libraries()
+    import timm
+
+    families: dict[str, list[str]] = {}
+    for name in timm.list_models():
+        families.setdefault(re.match(r"[a-z]+", name).group(0), []).append(name)
+    names = sorted(f for f in families if f != "test")  # timm's own test models, not a family
+    step = max(1, len(names) // TIMM_FAMILIES)
+    return [min(families[family], key=_parameters) for family in names[::step][:TIMM_FAMILIES]]
+
+
+def _parameters(name: str) -> tuple[int, str]:
+    """How many parameters timm's ``name`` has, counted on the meta device (no memory, no
+    weights drawn); a model that cannot be built so comes last."""
+    import timm
+
+    try:
+        with torch.device("meta"):
+            module = timm.create_model(name, pretrained=False, num_classes=10)
+        return sum(p.numel() for p in module.parameters()), name
+    except Exception:  # some build helpers need real tensors
+        return 1 << 62, name
+
+
+def _timm_model(name: str):
+    """``name`` from timm with random weights, 10 classes, at a 64-pixel image where it
+    takes one (its own default size where it does not)."""
+    from planner.tvm.torch_libraries import prepare_torch_libraries
+
+    prepare_torch_libraries()
+    import timm
+
+    try:
+        module = timm.create_model(name, pretrained=False, num_classes=10, img_size=IMAGE * 2)
+        size = IMAGE * 2
+    except TypeError:  # a network without an image-size argument takes any size, or its own
+        module = timm.create_model(name, pretrained=False, num_classes=10)
+        size = IMAGE * 2
+        try:
+            with torch.no_grad():
+                module.eval()(torch.randn(1, 3, size, size))
+        except Exception:  # too small for its pooling: its own default size
+            size = module.pretrained_cfg.get("input_size", (3, 224, 224))[-1]
+    return module.eval(), (torch.randn(1, 3, size, size),)
+
+
 def architectures(family: str) -> list[str]:
     """The model types of ``family``'s mapping in the installed transformers, sorted."""
+    if family == "timm":
+        return timm_architectures()
     from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
@@ -181,12 +242,14 @@ def _has(config, name: str) -> bool:
 
 def model(family: str = "causal-lm", arch: str = "llama", seed: int = 0):
     """The tiny ``arch`` of ``family`` and its example input."""
+    torch.manual_seed(seed)
+    if family == "timm":
+        return _timm_model(arch)
     from planner.tvm.sources.transformers_models import import_transformers
 
     import_transformers()
     from transformers.models.auto import modeling_auto
 
-    torch.manual_seed(seed)
     config = tiny_config(arch, decoder=family == "causal-lm")
     mapping, called = FAMILIES[family]
     auto = {
