@@ -47,6 +47,8 @@ def load_onnx(
         raise OnnxImportError("ONNX sources need the onnx package installed") from exc
     from tvm.relax.frontend.onnx import from_onnx
 
+    from planner.tvm.sources.infinite_fills import finite_fills
+
     if not path.is_file():
         raise OnnxImportError(f"no ONNX file at {path}")
     try:
@@ -62,6 +64,7 @@ def load_onnx(
             # The importer warns about every input name it sanitises; that is not news.
             warnings.simplefilter("ignore")
             mod = from_onnx(model, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
+        mod = finite_fills(mod)  # a ConstantOfShape of -inf, as torch's full of -inf
     except Exception as exc:  # unsupported operators surface as many exception types
         raise OnnxImportError(
             f"TVM's ONNX importer cannot import {path.name}: {type(exc).__name__}: {exc}"

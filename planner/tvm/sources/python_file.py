@@ -161,6 +161,7 @@ def export_to_relax(
 
     from planner.tvm.sources.experts import ExpertsError, fixed_shape_experts
     from planner.tvm.sources.export_failure import graph_dumps_held, summarise
+    from planner.tvm.sources.infinite_fills import finite_fills
     from planner.tvm.sources.specialise import is_data_dependent
     from planner.tvm.sources.torch_conversions import CONVERSIONS, complex_refusal
     from planner.tvm.steps import describe
@@ -187,10 +188,10 @@ def export_to_relax(
         raise error(f"import failed: torch.export exported it; {refused}")
     try:
         # Converted with torch's dtypes where the importer's differ (a cumsum over bool).
-        return from_exported_program(
+        return finite_fills(from_exported_program(
             exported, keep_params_as_input=True, unwrap_unit_return_tuple=True,
             custom_convert_map=CONVERSIONS,
-        )
+        ))
     except Exception as exc:  # TVM's frontend lacks operators and shape rules
         # The export succeeded: the words say so, not "cannot export".
         message = "import failed: torch.export exported it, TVM's importer did not take it: "
