@@ -272,6 +272,24 @@ def relu_routed(tokens: int = 6):
     return _ReluRouted().eval(), (torch.randn(tokens, 8),)
 
 
+class _IndexAdded(_SigmoidRouted):
+    """Every expert's tokens gathered with ``where`` and added back with ``index_add``, as
+    OLMoE does: torch.export takes it (the sizes become unbacked symbols), TVM does not."""
+
+    def forward(self, x):
+        weights, chosen = torch.topk(torch.sigmoid(self.gate(x)), self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        for number, expert in enumerate(self.experts):
+            rows, slot = torch.where(chosen == number)
+            out = out.index_add(0, rows, expert(x[rows]) * weights[rows, slot, None])
+        return out
+
+
+def index_added(tokens: int = 6):
+    torch.manual_seed(0)
+    return _IndexAdded().eval(), (torch.randn(tokens, 8),)
+
+
 class _DenseByHand(_SigmoidRouted):
     """The same attributes as a routed block, its forward written by a user in fixed shapes
     (every expert on every token, weighted): a block Peakwatch must leave as it is."""

@@ -23,7 +23,8 @@ that other families built the same way convert too:
 Each replaced block is run on the input the model gave it, in PyTorch, before the export;
 a block whose fixed-shape form differs from it is refused with its name, so a family that
 routes otherwise fails in one line instead of planning a different model. A block whose own
-forward exports on that input (a user wrote it in fixed shapes) is never replaced.
+forward exports on that input with no size read from the data (a user wrote it in fixed
+shapes) is never replaced.
 """
 
 from __future__ import annotations
@@ -248,11 +249,27 @@ def _exports_as_is(block: _Block, call: tuple | None, exported: dict) -> bool:
         args, kwargs, _ = call
         try:
             with torch.no_grad(), quiet_draft():
-                torch.export.export(block.module, tuple(args), dict(kwargs))
-            exported[kind] = True
+                program = torch.export.export(block.module, tuple(args), dict(kwargs))
+            exported[kind] = not _data_dependent_shapes(program)
         except Exception:  # the loop over experts, or anything else export refuses
             exported[kind] = False
     return exported[kind]
+
+
+def _data_dependent_shapes(program) -> bool:
+    """Whether any value of ``program`` has a size read from the data (an unbacked symbol:
+    ``nonzero``, a split by counts): export takes those, TVM's importer does not, and a
+    deployment would not compile them."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for node in program.graph.nodes:
+        value = node.meta.get("val")
+        try:
+            if value is not None and free_unbacked_symbols(value):
+                return True
+        except Exception:  # a value of a kind it cannot walk has no shape of its own
+            continue
+    return False
 
 
 def _unlike(block: _Block, difference: float) -> ExpertsError:
