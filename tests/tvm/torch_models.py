@@ -254,12 +254,13 @@ def sigmoid_routed(tokens: int = 6):
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)
 
 
-class _ReluRouted(_SigmoidRouted):
-    """Routed by a top-k over a ReLU of the router's logits: neither a softmax nor a sigmoid,
-    so its fixed-shape form would be another model."""
+class _TanhRouted(_SigmoidRouted):
+    """Routed by a top-k over a tanh of the router's logits, shifted to be positive: neither
+    a softmax nor a sigmoid (a ReLU would tie scores at 0, whose order TVM and torch may
+    break differently)."""
 
     def forward(self, x):
-        weights, chosen = torch.topk(torch.relu(self.gate(x)) + 0.1, self.top_k, dim=-1)
+        weights, chosen = torch.topk(torch.tanh(self.gate(x)) + 1.0, self.top_k, dim=-1)
         out = torch.zeros_like(x)
         for number in chosen.unique():
             rows, slot = torch.where(chosen == number)
@@ -267,9 +268,78 @@ class _ReluRouted(_SigmoidRouted):
         return out
 
 
-def relu_routed(tokens: int = 6):
+def tanh_routed(tokens: int = 6):
     torch.manual_seed(0)
-    return _ReluRouted().eval(), (torch.randn(tokens, 8),)
+    return _TanhRouted().eval(), (torch.randn(tokens, 8),)
+
+
+class _OnDoubled(_SigmoidRouted):
+    """A routed block whose experts see twice the block's input: no weighting of the
+    experts on the input reproduces it, whatever the router."""
+
+    def forward(self, x):
+        weights, chosen = torch.topk(torch.sigmoid(self.gate(x)), self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        for number in chosen.unique():
+            rows, slot = torch.where(chosen == number)
+            out[rows] += self.experts[number](2 * x[rows]) * weights[rows, slot, None]
+        return out
+
+
+def on_doubled(tokens: int = 6):
+    torch.manual_seed(0)
+    return _OnDoubled().eval(), (torch.randn(tokens, 8),)
+
+
+def _sparse_mix(logits, top_k: int):
+    """A router that is neither a softmax nor a sigmoid top-k: each pick's weight is a
+    softmax over the scores not yet picked, the picked one masked out after (as a sparse
+    mixer picks in turn)."""
+    scores, weights, chosen = logits, [], []
+    for _ in range(top_k):
+        pick = scores.argmax(dim=-1, keepdim=True)
+        weights.append(torch.softmax(scores, dim=-1).gather(-1, pick))
+        chosen.append(pick)
+        scores = scores.scatter(-1, pick, float("-inf"))
+    return torch.cat(weights, dim=-1), torch.cat(chosen, dim=-1)
+
+
+class _MixedInTurn(nn.Module):
+    """An MoE routed by :func:`_sparse_mix`, its router named neither gate nor router."""
+
+    def __init__(self, width: int = 8, experts: int = 4):
+        super().__init__()
+        self.scorer = nn.Linear(width, experts, bias=False)
+        self.experts = nn.ModuleList(nn.Linear(width, width) for _ in range(experts))
+
+    def forward(self, x):
+        mixed, picked = _sparse_mix(self.scorer(x), 2)
+        out = torch.zeros_like(x)
+        for number in picked.unique():
+            rows, slot = torch.where(picked == number)
+            out[rows] += self.experts[number](x[rows]) * mixed[rows, slot, None]
+        return out
+
+
+def mixed_in_turn(tokens: int = 6):
+    torch.manual_seed(0)
+    return _MixedInTurn().eval(), (torch.randn(tokens, 8),)
+
+
+class _ReadsAConstant(nn.Module):
+    """Sizes a table by a number read from a tensor no input reaches (PhiMoE's rotary
+    embedding reads ``cache_position[-1] + 1`` so)."""
+
+    def forward(self, x):
+        positions = torch.arange(x.shape[-1])
+        length = int(positions[-1]) + 1
+        table = torch.arange(length, dtype=x.dtype) / length
+        return x * table
+
+
+def reads_a_constant():
+    torch.manual_seed(0)
+    return _ReadsAConstant().eval(), (torch.randn(2, 8),)
 
 
 class _IndexAdded(_SigmoidRouted):

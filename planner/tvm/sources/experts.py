@@ -102,10 +102,125 @@ def find_blocks(model) -> list[_Block]:
             continue
         if callable(getattr(type(module), "moe", None)):
             blocks.append(_Block(name, module, "moe", None))
-        elif _router(module) is not None and _top_k(module) is not None:
+        else:
+            # Any router: its own code gives the weights (see _own_router_forward); a linear
+            # one with a top-k is also tried as a softmax or sigmoid.
             normalise = getattr(module, "norm_topk_prob", None)
             blocks.append(_Block(name, module, "forward", normalise))
     return blocks
+
+
+class _Dispatch(Exception):
+    """Raised where a block's forward first reads routing data to pick tokens."""
+
+
+#: What starts a dispatch: an operation whose result's size or Python value comes from a
+#: tensor's data (``where(mask)``, ``nonzero``, ``.tolist()``, a tensor used as a bool or
+#: an index), or the one-hot expert mask. A router computes in fixed shapes up to there.
+def _reads_data(func, args) -> bool:
+    import torch
+
+    if func is torch.where and len(args) == 1:
+        return True
+    return func in _DATA_READS
+
+
+def _data_reads():
+    import torch
+
+    Tensor = torch.Tensor
+    return {
+        torch.nonzero, Tensor.nonzero, torch.argwhere, Tensor.argwhere, Tensor.tolist,
+        Tensor.item, torch.unique, Tensor.unique, torch.bincount, Tensor.bincount,
+        Tensor.__bool__, Tensor.__index__, Tensor.__int__, Tensor.__iter__,
+        torch.masked_select, Tensor.masked_select,
+        # The expert mask a dispatch loops over: fixed in shape, but torch.export checks its
+        # classes with runtime asserts that would outlive the rest of the dispatch.
+        torch.nn.functional.one_hot,
+    }
+
+
+_DATA_READS: set = set()
+
+
+def _stop_at_dispatch():
+    from torch.overrides import TorchFunctionMode
+
+    if not _DATA_READS:
+        _DATA_READS.update(_data_reads())
+
+    class StopAtDispatch(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if _reads_data(func, args):
+                raise _Dispatch()
+            return func(*args, **(kwargs or {}))
+
+    return StopAtDispatch()
+
+
+def _routing(block_module, hidden_states, args, kwargs):
+    """``(weights, indices, logits)`` as the block's own forward computes them, read from
+    its frames where the dispatch begins: ``indices`` an integer ``[tokens, k]`` tensor of
+    expert numbers, ``weights`` a float tensor of the same shape (or ``[tokens, experts]``,
+    dense scores), ``logits`` a float ``[tokens, experts]`` tensor or None. None where the
+    forward reaches no dispatch or holds no such pair."""
+    import torch
+
+    experts = len(_experts(block_module))
+    tokens = hidden_states.reshape(-1, hidden_states.shape[-1]).shape[0]
+    try:
+        with _stop_at_dispatch():
+            type(block_module).forward(block_module, hidden_states, *args, **kwargs)
+        return None
+    except _Dispatch as stop:
+        trace = stop.__traceback__
+    frames = []
+    while trace is not None:
+        frames.append(trace.tb_frame)
+        trace = trace.tb_next
+    for frame in frames:
+        values = [v for v in frame.f_locals.items() if isinstance(v[1], torch.Tensor)]
+        rows = [(n, v) for n, v in values if v.dim() == 2 and v.shape[0] == tokens]
+        chosen = [v for n, v in rows if not v.is_floating_point() and v.dtype != torch.bool
+                  and v.shape[1] < experts]
+        if len(chosen) != 1:
+            continue
+        indices = chosen[0]
+        same = [v for n, v in rows if v.is_floating_point() and v.shape == indices.shape]
+        dense = [(n, v) for n, v in rows if v.is_floating_point() and v.shape[1] == experts]
+        logits = next((v for n, v in dense if "logit" in n), dense[0][1] if dense else None)
+        if len(same) == 1:
+            return same[0], indices, logits
+        scores = [v for n, v in dense if "logit" not in n]
+        if len(scores) == 1:  # dense scores: each token's chosen experts' entries
+            return torch.gather(scores[0], 1, indices), indices, logits
+    return None
+
+
+def _own_router_forward(returns_logits: bool):
+    """The block's forward with its own router (whatever it computes, up to the dispatch)
+    and every expert on every token, weighted as that router weighted the token."""
+
+    def forward(self, hidden_states, *args, **kwargs):
+        import torch
+
+        found = _routing(self, hidden_states, args, kwargs)
+        if found is None:
+            raise ExpertsError("no routing found before the dispatch")
+        weights, indices, logits = found
+        shape = hidden_states.shape
+        flat = hidden_states.reshape(-1, shape[-1])
+        out = _weighted_sum(self.experts, flat, indices, weights.to(flat.dtype))
+        shared, gate = _shared(self)
+        if shared is not None:
+            common = shared(flat)
+            if gate is not None:
+                common = torch.sigmoid(gate(flat)) * common
+            out = out + common
+        out = out.reshape(shape)
+        return (out, logits) if returns_logits else out
+
+    return forward
 
 
 def _weighted_sum(experts, hidden, indices, weights):
@@ -218,19 +333,26 @@ def _replacement(block: _Block, call: tuple | None):
         return method
     returns_logits = isinstance(want, tuple) and len(want) == 2
     choices = [block.normalise] if block.normalise is not None else [True, False]
+    # The router is known by what it computes: first its own code, run up to the dispatch;
+    # then, for a linear router with a top-k, each score with and without renormalising.
+    # Each against the block's own output on the example.
+    candidates = [_own_router_forward(returns_logits)]
+    if _router(block.module) is not None and _top_k(block.module) is not None:
+        candidates += [
+            _fixed_forward(bool(normalise), returns_logits, score)
+            for score in SCORES for normalise in choices
+        ]
     best = float("inf")
-    # The router is known by what it computes: each score, with and without renormalising
-    # the top-k, against the block's own output on the example.
-    for score in SCORES:
-        for normalise in choices:
-            method = types.MethodType(
-                _fixed_forward(bool(normalise), returns_logits, score), block.module
-            )
+    for candidate in candidates:
+        method = types.MethodType(candidate, block.module)
+        try:
             with torch.no_grad():
                 difference = _difference(method(*args, **kwargs), want)
-            if difference <= TOLERANCE:
-                return method
-            best = min(best, difference)
+        except ExpertsError:
+            continue
+        if difference <= TOLERANCE:
+            return method
+        best = min(best, difference)
     raise _unlike(block, best)
 
 
@@ -275,12 +397,13 @@ def _data_dependent_shapes(program) -> bool:
 def _unlike(block: _Block, difference: float) -> ExpertsError:
     return ExpertsError(
         f"the mixture of experts {type(block.module).__name__} at "
-        f"{block.name or 'the top of the model'} has no fixed-shape form here: computed "
-        "with its router's top-k over every expert it differs from the block by "
-        f"{difference:.3g} of its largest output, so its routing is not a top-k over a "
-        "softmax or a sigmoid (or its own moe method's); write the block's forward with fixed "
-        "shapes (every expert on every token, weighted by the router) in the model file: a "
-        "block whose forward exports as it is is never replaced"
+        f"{block.name or 'the top of the model'} has no fixed-shape form here: every expert "
+        "on every token, weighted as its own router weights the token (its code run up to "
+        "its dispatch, or a top-k over a softmax or a sigmoid), differs from the block by "
+        f"{difference:.3g} of its largest output, so the block computes something other than "
+        "a weighting of its experts on each token; write the block's forward with fixed "
+        "shapes in the model file: a block whose forward exports with fixed shapes is never "
+        "replaced"
     )
 
 

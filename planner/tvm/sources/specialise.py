@@ -217,8 +217,13 @@ def _same_on(module, exported, again: tuple, guards: list[Guard]) -> None:
         expected = module(*again)
         try:
             got = exported.module()(*again)
-        except Exception as exc:  # an assert draft_export kept, or a shape fixed by a guard
-            raise SpecialiseError(_changed(guards, f"it failed there: {exc}")) from exc
+        except Exception as exc:  # an assert draft_export kept, a shape a guard fixed, or torch
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            raise SpecialiseError(
+                "torch could not run the specialised program on another input, so the "
+                f"specialisation of {'; '.join(g.place() for g in guards) or 'its branches'} "
+                f"cannot be checked ({type(exc).__name__}: {first})"
+            ) from exc
     expected_leaves = [t for t in _leaves(expected)]
     got_leaves = [t for t in _leaves(got)]
     if len(expected_leaves) != len(got_leaves):
@@ -254,3 +259,66 @@ def _changed(guards: list[Guard], how: str) -> str:
         f"another input ({how}): {places}. Write the branch so that it does not read a "
         "tensor's value (torch.cond, or torch._check on what holds for every input)"
     )
+
+
+def constant_reads(exported, example_inputs: tuple, dynamic_shapes=None):
+    """``exported`` with every Python number read from a tensor that depends on no input
+    (``cache_position[-1] + 1`` where ``cache_position`` is an ``arange`` of a fixed length:
+    PhiMoE's rotary embedding sizes its table so) taken as the constant it is, and exported
+    again: torch.export keeps such a read as a size it cannot know (an unbacked symbol),
+    which TVM cannot plan. A read that depends on an input, its values or its shape, stays
+    as it is. The same program where there is none."""
+    import torch
+
+    reads = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
+    module = exported.module()
+    graph = module.graph
+    constant = [
+        node for node in graph.nodes
+        if node.op == "call_function" and node.target in reads and not _reaches_input(node)
+    ]
+    if not constant:
+        return exported
+    values = _values_of(module, constant, example_inputs)
+    for node in constant:
+        for user in list(node.users):
+            user.replace_input_with(node, values[node])
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    module.recompile()
+    return torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
+
+
+def _reaches_input(node) -> bool:
+    """Whether ``node`` is computed from a placeholder (an input, a weight) or an attribute
+    (a buffer or parameter of the unlifted module)."""
+    seen, todo = set(), [node]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if current.op in ("placeholder", "get_attr"):
+            return True
+        todo.extend(current.all_input_nodes)
+    return False
+
+
+def _values_of(module, nodes: list, example_inputs: tuple) -> dict:
+    """What each of ``nodes`` evaluates to when ``module`` runs on ``example_inputs``."""
+    import torch
+    from torch.fx import Interpreter
+
+    wanted = set(nodes)
+    found: dict = {}
+
+    class Recorder(Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            if n in wanted:
+                found[n] = value
+            return value
+
+    with torch.no_grad():
+        Recorder(module).run(*example_inputs)
+    return found

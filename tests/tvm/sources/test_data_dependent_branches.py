@@ -120,3 +120,18 @@ def test_other_inputs_differ_from_the_example_within_its_range_and_type():
         assert int(got[0].min()) >= 3 and int(got[0].max()) <= 8
     assert torch.equal(flipped[2], ~flags)
     assert torch.equal(flipped[1], -floats)
+
+
+def test_a_number_read_from_a_tensor_no_input_reaches_is_a_constant():
+    from pathlib import Path
+
+    models = Path(__file__).parents[1] / "torch_models.py"
+    reports = compile_model(
+        ModelSource(f"{models}:reads_a_constant"), [STOCK, "best-fit"], repeat=0,
+        memory_configs=(),
+    )
+
+    for report in reports:
+        assert report.error is None, report.error
+        assert report.outputs_match is True
+        assert report.reference_max_abs_diff == 0.0

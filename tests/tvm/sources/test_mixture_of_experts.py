@@ -79,12 +79,25 @@ def test_a_block_routed_by_a_sigmoid_is_known_by_what_it_computes():
     assert "1 block (of _SigmoidRouted; 4 experts, top-2)" in report.assumptions[0]
 
 
-def test_a_block_routed_otherwise_is_refused_naming_it():
+@pytest.mark.parametrize("factory", ["tanh_routed", "mixed_in_turn"])
+def test_a_router_of_any_kind_is_the_blocks_own_up_to_its_dispatch(factory):
+    # Neither a softmax nor a sigmoid top-k, nor a router named gate: the weights come from
+    # the block's own code, run up to where it first reads routing data.
+    [report] = compile_model(
+        ModelSource(f"{MODELS}:{factory}", {}), ["best-fit"], repeat=0, memory_configs=(),
+    )
+
+    assert report.outputs_match is True, report.error
+    assert report.reference_max_abs_diff < 1e-5
+    assert "1 block (of _" in report.assumptions[0]
+
+
+def test_a_block_that_is_not_a_weighting_of_its_experts_is_refused_naming_it():
     with pytest.raises(ModelSourceError) as refused:
-        build_network(ModelSource(f"{MODELS}:relu_routed", {}))
+        build_network(ModelSource(f"{MODELS}:on_doubled", {}))
 
     message = str(refused.value)
-    said = "the mixture of experts _ReluRouted at the top of the model has no fixed-shape form"
+    said = "the mixture of experts _OnDoubled at the top of the model has no fixed-shape form"
     assert said in message, message
     assert "differs from the block by" in message
     assert "never replaced" in message  # what a user who writes it in fixed shapes gets
