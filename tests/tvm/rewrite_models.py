@@ -262,3 +262,14 @@ def negative_indices(heads: int = 3):
     torch.manual_seed(0)
     return Pick().eval(), (torch.randn(1, 4, heads, 8),)
 
+
+
+def last_along(width: int = 6):
+    """``x[:, :, -1]`` and ``x[:, -2]``: select with negative indices, which TVM 0.27's
+    importer read one element early (and the first from before the tensor)."""
+
+    class Last(nn.Module):
+        def forward(self, x):
+            return x[:, :, -1] * 2.0 + x[:, -2, :1]
+
+    return Last().eval(), (torch.arange(24, dtype=torch.float32).reshape(1, 4, width) + 1,)

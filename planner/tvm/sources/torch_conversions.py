@@ -130,6 +130,32 @@ def _index_from_the_front(node, importer):
         importer.env.update(saved)
 
 
+def _select_from_the_front(node, importer):
+    """``x[..., -1]`` (``select.int`` with a negative index), counted from the end as torch
+    counts it. TVM 0.27's importer makes it ``take(x, -1)`` in its fast mode, which reads the
+    element before each row: every value shifted by one and the first read from before the
+    tensor. Mamba2's and Falcon-H1's chunked scan take ``A_cumsum[:, :, :, -1]``: the stock
+    build was 0.0275 off PyTorch in Mamba2, and Falcon-H1's planned build returned NaN where
+    the arena held stale bytes before that tensor. Where the dimension's size is known the
+    index is made positive; along a symbolic one, ``take`` wraps it."""
+    from tvm import relax
+
+    dim, index = node.args[1], node.args[2]
+    source = getattr(node.args[0], "meta", {}).get("val")
+    if not isinstance(index, int) or index >= 0 or source is None:
+        return _default(importer, "select.int")(node)
+    dim %= source.dim()
+    size = source.shape[dim]
+    data = importer.env[node.args[0]]
+    if isinstance(size, int):
+        return importer.block_builder.emit(
+            relax.op.take(data, relax.const(index + size, "int64"), axis=dim)
+        )
+    return importer.block_builder.emit(
+        relax.op.take(data, relax.const(index, "int64"), axis=dim, mode="wrap")
+    )
+
+
 def _index_put_by_mask(name: str) -> Callable:
     """``x[mask] = value`` (``index_put`` with one boolean index), which TVM 0.27's importer
     refuses (``IndexPut requires each index tensor to have integer dtype``; Gemma3 zeroes its
@@ -357,6 +383,7 @@ CONVERSIONS: dict[str, Callable] = {
     **{f"{name}.default": _scan_in_torch_dtype(name) for name in ("cumsum", "cumprod")},
     "split_with_sizes.default": _split_with_empty_pieces,
     "index.Tensor": _index_from_the_front,
+    "select.int": _select_from_the_front,
     "topk.default": _top_k_in_any_order,
     **{name: _index_put_by_mask(name) for name in ("index_put.default", "index_put_.default")},
     **{name: _in_torch_types(name) for name in (*_ARITHMETIC, *_COMPARISONS)},
