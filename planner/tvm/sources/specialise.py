@@ -224,11 +224,11 @@ def _same_on(module, exported, again: tuple, guards: list[Guard]) -> None:
                 f"specialisation of {'; '.join(g.place() for g in guards) or 'its branches'} "
                 f"cannot be checked ({type(exc).__name__}: {first})"
             ) from exc
-    expected_leaves = [t for t in _leaves(expected)]
-    got_leaves = [t for t in _leaves(got)]
+    expected_leaves = list(_leaves(expected))
+    got_leaves = list(_leaves(got))
     if len(expected_leaves) != len(got_leaves):
         raise SpecialiseError(_changed(guards, "its outputs differ in number"))
-    for want, have in zip(expected_leaves, got_leaves):
+    for want, have in zip(expected_leaves, got_leaves, strict=True):
         if want.shape != have.shape:
             raise SpecialiseError(_changed(guards, f"an output's shape {tuple(have.shape)} "
                                                    f"is not {tuple(want.shape)}"))
