@@ -119,9 +119,18 @@ def compile_row(family: str, arch: str, timeout: float) -> dict:
                 else "source"}
 
 
+def _commit() -> str:
+    """The checkout's commit, with "+" where it has changes: the code a row ran."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True, check=False).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True, check=False).stdout.strip()
+    return head + ("+" if dirty else "")
+
+
 def run_row(family: str, arch: str, timeout: float) -> dict:
     started = time.perf_counter()
-    row = {"family": family, "arch": arch}
+    row = {"family": family, "arch": arch, "commit": _commit()}
     row.update(probe(family, arch, timeout))
     if row["runs"]:
         row.update(compile_row(family, arch, timeout))
@@ -160,29 +169,64 @@ def summarise(row: dict) -> dict:
     return row
 
 
+#: Causes told by their words: (pattern, whose the cause is, what a user can do).
+CAUSES = [
+    (r"expert_hit|sequential_experts_gemm|for expert_idx|expert_size|tokens_per_expert"
+     r"|unsupported operand type\(s\) for \+: 'Node' and 'int'",
+     "Peakwatch: experts held as stacked weights, not converted to fixed shapes",
+     "write the experts' forward in fixed shapes (every expert on every token, weighted) in "
+     "the model file"),
+    (r"IndexPut requires|Binary operators must have the same datatype",
+     "TVM importer: a dtype rule", "cast the operands in the model file"),
+    (r"complex tensor", "Peakwatch: complex arithmetic beyond rotary embeddings (an FFT)",
+     "compute the FFT in real arithmetic, or leave it out of the compiled part"),
+    (r"mutation on a view chain", "torch: export cannot functionalise an in-place write "
+     "through as_strided", "write the update out of place"),
+    (r"Attempting to broadcast a dimension",
+     "transformers: its code takes another path under export", "-"),
+    (r"torch could not run the specialised program",
+     "torch: draft_export's program does not run (vmap)", "-"),
+    (r"differs from PyTorch", "numerics", "see the difference against the output's scale"),
+    (r"Unsupported function types", "TVM importer: an operator it lacks",
+     "write that part with operators TVM has"),
+]
+
+
 def _owner(step: str, message: str) -> str:
+    return _cause(step, message)[0]
+
+
+def _cause(step: str, message: str) -> tuple[str, str]:
+    """Whose the failure is and what a user can do, from its step and words."""
+    import re
+
+    for pattern, owner, remedy in CAUSES:
+        if re.search(pattern, message):
+            return owner, remedy
     if step == "timeout":
-        return "Peakwatch (time)"
+        return "Peakwatch (time)", "-"
     if "Peakwatch" in message or "refus" in message:
-        return "Peakwatch"
-    return OWNER.get(step, "Peakwatch")
+        return "Peakwatch", "-"
+    return OWNER.get(step, "Peakwatch"), "-"
 
 
 def table(rows: list[dict]) -> str:
     lines = [
         "| family | architecture | reached | tvm-stock B | best-fit+rewrites B "
-        "| +rewrites/stock | failed step | owner | message | s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| +rewrites/stock | failed step | cause | what a user can do | message | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in sorted(rows, key=lambda r: (r["family"], r["arch"])):
         planned = row.get("planned") or {}
         stock, best = planned.get(STRATEGIES[0]), planned.get(STRATEGIES[1])
         ratio = f"{best / stock:.2f}" if stock and best else "-"
         message = " ".join(row.get("message", "").split())[:160].replace("|", "\\|")
+        owner, remedy = (_cause(row["failed_step"], row.get("message", ""))
+                         if row["failed_step"] and row["runs"] else (row["owner"], "-"))
         lines.append(
             f"| {row['family']} | {row['arch']} | {row['reached']} "
             f"| {f'{stock:,}' if stock else '-'} | {f'{best:,}' if best else '-'} | {ratio} "
-            f"| {row['failed_step'] or '-'} | {row['owner'] or '-'} | {message or '-'} "
+            f"| {row['failed_step'] or '-'} | {owner or '-'} | {remedy} | {message or '-'} "
             f"| {row['seconds']:.0f} |"
         )
     runs = [r for r in rows if r["runs"]]
