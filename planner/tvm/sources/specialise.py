@@ -35,7 +35,7 @@ _DATA_DEPENDENT = re.compile(
 )
 #: draft_export's word for the failures it may specialise.
 DATA_DEPENDENT_ERROR = "DATA_DEPENDENT_ERROR"
-#: How far the second input's output may drift from the model's and still be "the same":
+#: How far another input's output may drift from the model's and still be "the same":
 #: the specialised program runs the same operators in the same order, so only a branch
 #: taken differently moves it past this.
 SAME_RTOL, SAME_ATOL = 1e-4, 1e-5
@@ -83,7 +83,7 @@ def is_data_dependent(exc: BaseException) -> bool:
 def draft_exported(module, example_inputs: tuple, dynamic_shapes=None):
     """``module`` exported by draft_export, its guards' asserts dropped, and its guards;
     :class:`SpecialiseError` where draft_export reports anything but data-dependent guards
-    or the second input shows a guard changes the output."""
+    or another input shows a guard changes the output."""
     import torch
 
     exported = torch.export.draft_export(
