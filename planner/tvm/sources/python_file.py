@@ -162,7 +162,12 @@ def export_to_relax(
     from planner.tvm.sources.experts import ExpertsError, fixed_shape_experts
     from planner.tvm.sources.export_failure import graph_dumps_held, summarise
     from planner.tvm.sources.infinite_fills import finite_fills
-    from planner.tvm.sources.specialise import constant_reads, is_data_dependent
+    from planner.tvm.sources.specialise import (
+        TracedOtherwise,
+        check_traced_as_eager,
+        constant_reads,
+        is_data_dependent,
+    )
     from planner.tvm.sources.torch_conversions import CONVERSIONS, complex_refusal
     from planner.tvm.steps import describe
 
@@ -188,6 +193,10 @@ def export_to_relax(
             exported = constant_reads(exported, example_inputs, dynamic_shapes)
     except Exception as exc:  # re-exporting what export took once: any failure is torch's
         raise error(f"export failed: {failure}: {summarise(exc, user_files)}") from exc
+    try:
+        check_traced_as_eager(module, exported, example_inputs)
+    except TracedOtherwise as exc:
+        raise error(f"export failed: {failure}: {exc}") from exc
     refused = complex_refusal(exported)
     if refused:
         raise error(f"import failed: torch.export exported it; {refused}")

@@ -322,3 +322,53 @@ def _values_of(module, nodes: list, example_inputs: tuple) -> dict:
     with torch.no_grad():
         Recorder(module).run(*example_inputs)
     return found
+
+
+class TracedOtherwise(ValueError):
+    """The exported program computes something other than the model's own forward."""
+
+
+#: How far the exported program may be from the model in PyTorch (the same kernels, so
+#: only a path the model takes when traced moves it past this), relative to the outputs'
+#: scale.
+TRACED_RTOL = 1e-4
+
+
+def check_traced_as_eager(module, exported, example_inputs: tuple) -> None:
+    """:class:`TracedOtherwise` where ``exported`` gives other outputs than ``module`` on
+    ``example_inputs``: a model that computes another way when traced (RecurrentGemma skips
+    its input normalisation when ``is_torchdynamo_compiling()``) is refused as torch's
+    program, not reported as TVM's difference. Where torch cannot run the program at all,
+    nothing is said here: the reference check judges the build."""
+    import torch
+
+    with torch.no_grad():
+        want = list(_leaves(module(*example_inputs)))
+        try:
+            got = list(_leaves(exported.module()(*example_inputs)))
+        except Exception:  # torch's own trouble running its program; not this check's
+            return
+    if len(want) != len(got) or any(w.shape != g.shape for w, g in zip(want, got, strict=True)):
+        raise TracedOtherwise(
+            "torch.export's program returns outputs of other shapes than the model's forward"
+        )
+    for w, g in zip(want, got, strict=True):
+        if not w.is_floating_point():
+            if not torch.equal(w, g):
+                raise TracedOtherwise(_traced_otherwise("its integer outputs differ", w))
+            continue
+        scale = float(w.abs().max()) if w.numel() else 0.0
+        diff = float((w.float() - g.float()).abs().max()) if w.numel() else 0.0
+        if diff > TRACED_RTOL * max(scale, 1.0):
+            raise TracedOtherwise(_traced_otherwise(f"by {diff:.3g}", w, scale))
+
+
+def _traced_otherwise(how: str, _value, scale: float | None = None) -> str:
+    reach = f" (its outputs reach {scale:.3g})" if scale is not None else ""
+    return (
+        f"torch.export's program differs from the model's own forward on the example {how}"
+        f"{reach}: the model computes another way when traced (a branch on "
+        "torch.compiler.is_compiling() or transformers' is_torchdynamo_compiling(), or a "
+        "value read at trace time), so no build of it can match PyTorch; make the traced "
+        "path compute what the model computes"
+    )

@@ -43,6 +43,18 @@ class OnTheValue(torch.nn.Module):
         return y - 1
 
 
+class TracedOtherwise(torch.nn.Module):
+    """Computes another way when traced, as RecurrentGemma skips its input normalisation
+    under is_torchdynamo_compiling()."""
+
+    def forward(self, x):
+        return x * 2.0 if torch.compiler.is_compiling() else x * 3.0
+
+
+def traced_otherwise():
+    return TracedOtherwise(), (torch.ones(2, 4),)
+
+
 def from_a_counter():
     torch.manual_seed(0)
     return FromACounter(), (torch.randint(0, 32, (1, 12)),)
@@ -136,3 +148,15 @@ def test_a_number_read_from_a_tensor_no_input_reaches_is_a_constant():
         assert report.error is None, report.error
         assert report.outputs_match is True
         assert report.reference_max_abs_diff == 0.0
+
+
+def test_a_model_that_computes_another_way_when_traced_is_refused_as_torchs(models):
+    with pytest.raises(ModelSourceError) as refused:
+        build_network(ModelSource("models.py:traced_otherwise"), base_dir=models)
+
+    message = str(refused.value)
+    assert message.startswith("export failed: cannot export models.traced_otherwise")
+    assert "torch.export's program differs from the model's own forward on the example by 1" \
+        in message
+    assert "(its outputs reach 3)" in message
+    assert "is_compiling()" in message
