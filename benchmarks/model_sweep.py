@@ -186,6 +186,11 @@ CAUSES = [
      "transformers: its code takes another path under export", "-"),
     (r"torch could not run the specialised program",
      "torch: draft_export's program does not run (vmap)", "-"),
+    (r"program differs from the model's own forward",
+     "the model (transformers): it computes another way when traced",
+     "make the traced path compute what the model computes"),
+    (r"match_cast is not supported", "Peakwatch: a size read from the input's values "
+     "(an unbacked symbol) is not planned", "give the model fixed lengths"),
     (r"differs from PyTorch", "numerics", "see the difference against the output's scale"),
     (r"Unsupported function types", "TVM importer: an operator it lacks",
      "write that part with operators TVM has"),
