@@ -338,16 +338,16 @@ def check_traced_as_eager(module, exported, example_inputs: tuple) -> None:
     """:class:`TracedOtherwise` where ``exported`` gives other outputs than ``module`` on
     ``example_inputs``: a model that computes another way when traced (RecurrentGemma skips
     its input normalisation when ``is_torchdynamo_compiling()``) is refused as torch's
-    program, not reported as TVM's difference. Where torch cannot run the program at all,
-    nothing is said here: the reference check judges the build."""
+    program, not reported as TVM's difference. Where the model or torch's program does not
+    run at all, nothing is said here: the checks after it say why."""
     import torch
 
     with torch.no_grad():
-        want = list(_leaves(module(*example_inputs)))
         try:
+            want = list(_leaves(module(*example_inputs)))
             got = list(_leaves(exported.module()(*example_inputs)))
-        except Exception:  # torch's own trouble running its program; not this check's
-            return
+        except Exception:  # the model or torch's program does not run here: the checks
+            return  # that follow (a position table too short, the reference) say why
     if len(want) != len(got) or any(w.shape != g.shape for w, g in zip(want, got, strict=True)):
         raise TracedOtherwise(
             "torch.export's program returns outputs of other shapes than the model's forward"
