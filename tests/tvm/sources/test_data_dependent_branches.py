@@ -99,7 +99,7 @@ def test_a_branch_another_input_takes_otherwise_is_refused_naming_it(models):
 
     message = str(refused.value)
     assert message.startswith("export failed: cannot export models.on_the_value")
-    assert "changes the output on another input" in message
+    assert "changes the output on " in message  # the example itself, or another input
     assert "'if y.sum() > 0:' at " in message
     assert f"models.py:{line_of('        if y.sum() > 0:')} in forward" in message
     assert "torch.cond" in message  # what to do about it
