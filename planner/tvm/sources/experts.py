@@ -202,7 +202,6 @@ def _own_router_forward(returns_logits: bool):
     and every expert on every token, weighted as that router weighted the token."""
 
     def forward(self, hidden_states, *args, **kwargs):
-        import torch
 
         found = _routing(self, hidden_states, args, kwargs)
         if found is None:
@@ -210,17 +209,25 @@ def _own_router_forward(returns_logits: bool):
         weights, indices, logits = found
         shape = hidden_states.shape
         flat = hidden_states.reshape(-1, shape[-1])
-        out = _weighted_sum(self.experts, flat, indices, weights.to(flat.dtype))
-        shared, gate = _shared(self)
-        if shared is not None:
-            common = shared(flat)
-            if gate is not None:
-                common = torch.sigmoid(gate(flat)) * common
-            out = out + common
-        out = out.reshape(shape)
+        out = _every_expert(self, flat, indices, weights).reshape(shape)
         return (out, logits) if returns_logits else out
 
     return forward
+
+
+def _every_expert(block, flat, indices, weights):
+    """``block``'s experts on every row of ``flat``, weighted by the routing, plus its shared
+    expert (gated where it has a gate) as the block adds it."""
+    import torch
+
+    out = _weighted_sum(block.experts, flat, indices, weights.to(flat.dtype))
+    shared, gate = _shared(block)
+    if shared is not None:
+        common = shared(flat)
+        if gate is not None:
+            common = torch.sigmoid(gate(flat)) * common
+        out = out + common
+    return out
 
 
 def _weighted_sum(experts, hidden, indices, weights):
@@ -256,14 +263,7 @@ def _fixed_forward(normalise: bool, returns_logits: bool, score: str = "softmax"
         weights, indices = torch.topk(weights, _top_k(self), dim=-1)
         if normalise:
             weights = weights / weights.sum(dim=-1, keepdim=True)
-        out = _weighted_sum(self.experts, flat, indices, weights.to(flat.dtype))
-        shared, gate = _shared(self)
-        if shared is not None:
-            common = shared(flat)
-            if gate is not None:
-                common = torch.sigmoid(gate(flat)) * common
-            out = out + common
-        out = out.reshape(shape)
+        out = _every_expert(self, flat, indices, weights).reshape(shape)
         return (out, logits) if returns_logits else out
 
     return forward
