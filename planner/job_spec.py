@@ -19,6 +19,12 @@ from typing import Any
 PHASES = ("", "import", "compile")
 
 
+#: How a job computes a model's mixtures of experts (see
+#: :mod:`planner.tvm.sources.experts`): every expert on every token, or grouped as a
+#: grouped-GEMM deployment runs them.
+MOE_FORMS = ("dense", "grouped")
+
+
 class JobSpecError(ValueError):
     """A job file that is not a job: an unknown key, a missing one, or a wrong type."""
 
@@ -70,6 +76,8 @@ class JobSpec:
     #: build, check and measure what was handed over; empty: both in one process.
     phase: str = ""
     params: dict = field(default_factory=dict)
+    #: How its mixtures of experts are computed: ``dense`` or ``grouped``.
+    moe: str = "dense"
     target: str = "llvm"
     #: The toolchain spec the reports name (empty: the worker's own TVM).
     toolchain: str = ""
@@ -98,6 +106,8 @@ class JobSpec:
     def __post_init__(self) -> None:
         if self.phase not in PHASES:
             raise JobSpecError(f"unknown phase {self.phase!r}")
+        if self.moe not in MOE_FORMS:
+            raise JobSpecError(f"unknown form of mixture of experts {self.moe!r}")
         if not self.strategies:
             raise JobSpecError("a job names at least one strategy")
 

@@ -89,7 +89,7 @@ def compile_planned_bytes(
         artifacts = Path(scratch) / "out"
         artifacts.mkdir()
         [report] = runner.compile(CompileJob(
-            model_name=entry.name, source=entry.source, params=entry.params,
+            model_name=entry.name, source=entry.source, params=entry.params, moe=entry.moe,
             strategies=[strategy], artifacts_dir=artifacts, repeat=0, tree=tree,
             pipeline=suite.pipeline, memory_configs=(),
             shapes=entry.shapes.at([point]).to_json() if point else None,

@@ -130,6 +130,8 @@ def _recipe(entry: ModelEntry, suite: Suite | None) -> dict:
     """What the manifest says of the model's compile."""
     pipeline = suite.pipeline if suite else ""
     read = {"source": entry.source, "params": entry.params, "pipeline": pipeline}
+    if entry.moe != "dense":  # dense keys stay as they were before forms existed
+        read["moe"] = entry.moe
     if entry.shapes is not None:
         # The axis's bounds decide what TVM reserves at the bound, a figure of every point.
         read["shapes"] = entry.shapes.to_json()

@@ -28,6 +28,9 @@
     shapes = { seq = [64, 128, 512] }
     tolerance = { percent = 2 }                 # optional: this model's, over [suite]'s
     point_tolerance = { "seq=512" = { bytes = 65536 } }   # optional: one point's, over both
+    moe = "grouped"                             # optional: mixtures of experts as a
+                                                # grouped-GEMM deployment holds them
+                                                # (default "dense": every expert, every token)
     dims = { seq = "input_ids:1" }              # optional: where each symbol is, for a
                                                 # model that does not declare its own
                                                 # torch.export.Dim or ONNX dim_param
@@ -46,6 +49,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from planner import shapes as shape_axis
+from planner.job_spec import MOE_FORMS
 from planner.shapes import ShapeAxis, ShapeError, parse_dims, parse_shapes
 from planner.tvm.repo_code import RepoCodeError, split_spec
 from planner.tvm.toolchain import ToolchainError, parse_spec
@@ -127,6 +131,9 @@ class ModelEntry:
     #: Its alert tolerance, and each point's (by label), as the manifest gives them.
     tolerance: Tolerance = Tolerance()
     point_tolerance: tuple[tuple[str, Tolerance], ...] = ()
+    #: How its mixtures of experts are computed: ``dense`` (every expert on every token)
+    #: or ``grouped`` (as a grouped-GEMM deployment holds them).
+    moe: str = "dense"
 
     @property
     def points(self) -> tuple[dict[str, int], ...]:
@@ -319,8 +326,13 @@ def _models(raw_models: Any) -> list[ModelEntry]:
             shapes = _dims(raw["dims"], shapes, name, source)
         tolerance = _tolerance(raw["tolerance"], f"model {name!r}") if "tolerance" in raw \
             else Tolerance()
+        moe = raw.get("moe", "dense")
+        if moe not in MOE_FORMS:
+            raise ManifestError(
+                f"model {name!r}: moe must be one of {', '.join(map(repr, MOE_FORMS))}"
+            )
         entry = ModelEntry(name, source, dict(params), shapes, tolerance,
-                           _point_tolerance(raw.get("point_tolerance"), name, shapes))
+                           _point_tolerance(raw.get("point_tolerance"), name, shapes), moe)
         if entry.path is not None:
             check_relative(entry.path, f"model {name!r}: source")
         names.add(name)

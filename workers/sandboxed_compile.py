@@ -49,6 +49,8 @@ class CompileJob:
     #: The model's shape axis (``ShapeAxis.to_json()``): the points to compile at; None
     #: for a model without one.
     shapes: dict | None = None
+    #: How its mixtures of experts are computed (the manifest's ``moe``).
+    moe: str = "dense"
 
     @property
     def points(self) -> list[dict[str, int]]:
@@ -218,6 +220,7 @@ class SandboxedCompile:
             model=job.model_name,
             source=job.source,
             params=dict(job.params),
+            moe=job.moe,
             strategies=tuple(job.strategies),
             target=self.target,
             toolchain=job.toolchain.spec if job.toolchain is not None else "",

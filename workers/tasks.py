@@ -223,6 +223,7 @@ def _run_model(
         model_name=entry.name, source=entry.source, params=entry.params,
         strategies=strategies, artifacts_dir=artifacts, repeat=repeat, tree=tree,
         pipeline=suite.pipeline, toolchain=toolchain if spec else None, shapes=axis,
+        moe=entry.moe,
     )
     wanted = {(strategy, label(point)) for strategy, point in todo}
     # One trend snapshot for the model's results, once they are all in.

@@ -69,6 +69,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "static: seq=input_ids:1 (the input's name or position, then the dimension, from 0), "
         "seq=0:1,1:1 for several places; repeat per symbol",
     )
+    parser.add_argument(
+        "--moe",
+        choices=("dense", "grouped"),
+        default="dense",
+        help="how mixtures of experts are computed: dense (every expert on every token) or "
+        "grouped (each token's top-k rows through their experts, as a grouped-GEMM "
+        "deployment holds them)",
+    )
     parser.add_argument("--target", default="llvm")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per strategy")
     parser.add_argument(
@@ -125,7 +133,7 @@ def handle(args: argparse.Namespace) -> int:
     from planner.tvm.compile import compile_model
     from planner.tvm.sources import ModelSource, ModelSourceError
 
-    source = ModelSource(args.model, dict(args.param))
+    source = ModelSource(args.model, dict(args.param), moe=args.moe)
     options = dict(
         target=args.target,
         repeat=args.repeat,

@@ -62,7 +62,7 @@ def run_import(job: JobSpec) -> list[StrategyReport]:
     from planner.tvm.sources.handover import save_imported
     from planner.tvm.strategies import REPO_PREFIX, lookup
 
-    source = ModelSource(job.source, job.params)
+    source = ModelSource(job.source, job.params, moe=job.moe)
     root = Path(job.base_dir) if job.base_dir else None
     axis = ShapeAxis.from_json(job.shapes) if job.shapes is not None else None
     from planner.tvm.sources.python_file import DeploymentReturned
@@ -222,7 +222,7 @@ def _run_compile(job: JobSpec, measurer) -> list[StrategyReport]:
         failure = cuda.initialisation_failure() if job.check_locally else ""
         if failure:
             return _failed(job, failure)
-    source = ModelSource(job.source, job.params)
+    source = ModelSource(job.source, job.params, moe=job.moe)
     imported = None
     if job.imported:
         from planner.tvm.llm import handover as llm_imported

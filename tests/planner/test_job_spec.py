@@ -14,7 +14,7 @@ def test_a_job_comes_back_from_json_as_it_went():
         phase="compile", params={"channels": 4}, repeat=0, memory_configs=(),
         micro=MicroOptions(board="stm32f746", sram_bytes=1024),
         cuda=CudaOptions(arch="sm_90a", measure_memory=False),
-        shapes={"points": [{"h": 8}], "bounds": {"h": 8}},
+        shapes={"points": [{"h": 8}], "bounds": {"h": 8}}, moe="grouped",
     )
 
     assert JobSpec.from_json(job.to_json()) == job
@@ -28,6 +28,7 @@ def test_a_job_comes_back_from_json_as_it_went():
     ({"strategies": "tvm-stock"}, "strategies is a list of strings"),
     ({"check_locally": None}, "check_locally may not be null"),
     ({"phase": "execute"}, "unknown phase 'execute'"),
+    ({"moe": "sparse"}, "unknown form of mixture of experts 'sparse'"),
     ({"cuda": {"arch": "90"}}, "'90' is not of the form sm_XY"),
     ({"micro": ["stm32"]}, "micro is an object"),
 ])

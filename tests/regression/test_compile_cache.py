@@ -33,6 +33,11 @@ def test_the_key_follows_the_repository_model_content_strategy_tvm_and_target():
     key = compile_cache.cache_key(content, "greedy-by-size", "0.27", "llvm", repository=1)
 
     assert content == same != wider
+    # The form of its mixtures of experts is another compile of the same files.
+    grouped = compile_cache.model_content_hash(
+        ModelEntry("small-cnn", "zoo:small_cnn", dict(SMALL), moe="grouped")
+    )
+    assert grouped != content
     assert key != compile_cache.cache_key(content, "none", "0.27", "llvm", repository=1)
     assert key != compile_cache.cache_key(content, "greedy-by-size", "0.28", "llvm", repository=1)
     assert key != compile_cache.cache_key(content, "greedy-by-size", "0.27", "cuda", repository=1)

@@ -210,6 +210,102 @@ def mixtral(seq: int = 8):
     return _Logits(MixtralForCausalLM(config)).eval(), (torch.randint(0, 64, (1, seq)),)
 
 
+def gpt_oss(seq: int = 8):
+    """GPT-OSS (4 experts, top-2) in two layers, random weights: its experts are stacked
+    weight tensors indexed by expert, not modules, and its router (its own class, a
+    softmax over the top-k logits) hands the experts every token's scores."""
+    from planner.tvm.sources.transformers_models import import_transformers
+
+    import_transformers()
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    torch.manual_seed(0)
+    config = GptOssConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=4,
+        num_experts_per_tok=2, max_position_embeddings=64, sliding_window=4,
+        rope_scaling=None,
+    )
+    return _Logits(GptOssForCausalLM(config)).eval(), (torch.randint(0, 64, (1, seq)),)
+
+
+def granitemoe(seq: int = 8):
+    """GraniteMoE (4 experts, top-2) in two layers, random weights: its router itself reads
+    the routing (each expert's token count as a Python list), its experts one stacked
+    matmul split by those counts."""
+    from planner.tvm.sources.transformers_models import import_transformers
+
+    import_transformers()
+    from transformers import GraniteMoeConfig, GraniteMoeForCausalLM
+
+    torch.manual_seed(0)
+    config = GraniteMoeConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+        num_experts_per_tok=2, max_position_embeddings=64,
+    )
+    return _Logits(GraniteMoeForCausalLM(config)).eval(), (torch.randint(0, 64, (1, seq)),)
+
+
+class _ByCapacity(nn.Module):
+    """Stacked experts whose outputs are divided by how many tokens each expert got (a
+    load-dependent scale): routing every token to every expert changes those counts, so
+    the block is not a weighting of its experts on each token."""
+
+    def __init__(self, width: int = 8, experts: int = 4):
+        super().__init__()
+        self.route = nn.Linear(width, experts, bias=False)
+        self.weight = nn.Parameter(torch.randn(experts, width, width) / width**0.5)
+        self.top_k = 2
+
+    def forward(self, x):
+        weights, chosen = torch.topk(torch.softmax(self.route(x), dim=-1), self.top_k)
+        out = torch.zeros_like(x)
+        for number in range(self.weight.shape[0]):
+            rows, slot = torch.where(chosen == number)
+            load = rows.numel()
+            part = x[rows] @ self.weight[number] * weights[rows, slot, None] / max(load, 1)
+            out = out.index_add(0, rows, part)
+        return out
+
+
+def by_capacity(tokens: int = 6):
+    torch.manual_seed(0)
+    return _ByCapacity().eval(), (torch.randn(tokens, 8),)
+
+
+class _SortedStacked(nn.Module):
+    """Stacked experts run on the tokens sorted by expert, in slices cut by each expert's
+    count (the permute, grouped matmul and unpermute a grouped-GEMM deployment does), its
+    top-k count read again to un-sort: written here, not by any family."""
+
+    def __init__(self, width: int = 8, experts: int = 4):
+        super().__init__()
+        self.scores = nn.Linear(width, experts, bias=False)
+        self.up = nn.Parameter(torch.randn(experts, width, 2 * width) / width**0.5)
+        self.down = nn.Parameter(torch.randn(experts, 2 * width, width) / width**0.5)
+        self.per_token = 2
+
+    def forward(self, x):
+        top, chosen = torch.topk(self.scores(x), self.per_token, dim=-1)
+        weights = torch.softmax(top, dim=-1)
+        order = torch.argsort(chosen.reshape(-1))
+        rows = x[order // self.per_token]
+        counts = torch.bincount(chosen.reshape(-1), minlength=self.up.shape[0]).tolist()
+        parts, start = [], 0
+        for number, count in enumerate(counts):
+            piece = rows[start:start + count]
+            parts.append(torch.relu(piece @ self.up[number]) @ self.down[number])
+            start += count
+        done = torch.empty_like(rows).index_copy(0, order, torch.cat(parts))
+        return (done.reshape(x.shape[0], self.per_token, -1) * weights[..., None]).sum(1)
+
+
+def sorted_stacked(tokens: int = 6):
+    torch.manual_seed(0)
+    return _SortedStacked().eval(), (torch.randn(tokens, 8),)
+
+
 def deepseek_v3_moe(seq: int = 8):
     """DeepSeek-V3 with a routed layer (8 experts in 2 groups, top-2 of one group, a shared
     expert) after a dense one: its router picks experts with an unsorted top-k and hands
@@ -253,6 +349,34 @@ class _SigmoidRouted(nn.Module):
             rows, slot = torch.where(chosen == number)
             out[rows] += self.experts[number](x[rows]) * weights[rows, slot, None]
         return out
+
+
+class _WideExperts(nn.Module):
+    """Four wide experts (8 -> 512 -> 8), a softmax top-2 router: the experts' activations
+    are nearly all of its memory, so the form decides the plan."""
+
+    def __init__(self, width: int = 8, inner: int = 512, experts: int = 4):
+        super().__init__()
+        self.top_k = 2
+        self.gate = nn.Linear(width, experts, bias=False)
+        self.experts = nn.ModuleList(
+            nn.Sequential(nn.Linear(width, inner), nn.ReLU(), nn.Linear(inner, width))
+            for _ in range(experts)
+        )
+
+    def forward(self, x):
+        scores = torch.softmax(self.gate(x), dim=-1)
+        weights, chosen = torch.topk(scores, self.top_k, dim=-1)
+        out = torch.zeros_like(x)
+        for number in chosen.unique():
+            rows, slot = torch.where(chosen == number)
+            out[rows] += self.experts[number](x[rows]) * weights[rows, slot, None]
+        return out
+
+
+def wide_experts(tokens: int = 16):
+    torch.manual_seed(0)
+    return _WideExperts().eval(), (torch.randn(tokens, 8),)
 
 
 def sigmoid_routed(tokens: int = 6):

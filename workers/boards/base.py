@@ -119,12 +119,13 @@ class BoardRunner:
         pipeline: str = "",
         toolchain: Toolchain | None = None,
         shapes: dict | None = None,
+        moe: str = "dense",
     ) -> list[StrategyReport]:
         """One report per strategy and shape point, point by point."""
         job = CompileJob(
             model_name=model_name, source=source, params=params, strategies=list(strategies),
             artifacts_dir=Path(artifacts_dir), repeat=repeat, tree=tree, pipeline=pipeline,
-            toolchain=toolchain, shapes=shapes,
+            toolchain=toolchain, shapes=shapes, moe=moe,
         )
         reports = self.compile(job)
         self.after_compile(job, [r for r in reports if r.ok])

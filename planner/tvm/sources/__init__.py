@@ -51,10 +51,13 @@ class ModelSource:
 
     source: str
     params: dict[str, Any] = field(default_factory=dict)
+    #: How its mixtures of experts are computed (:data:`planner.tvm.sources.experts.FORMS`).
+    moe: str = "dense"
 
     def describe(self) -> str:
         args = ", ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
-        return f"{self.source}({args})" if args else self.source
+        shown = f"{self.source}({args})" if args else self.source
+        return shown if self.moe == "dense" else f"{shown} [moe {self.moe}]"
 
 
 #: The parameter that sets the bound of each symbolic dimension a library source builds
@@ -66,6 +69,27 @@ AXIS_PARAMETERS = {
 
 
 def build_network(
+    source: ModelSource,
+    *,
+    base_dir: Path | None = None,
+    axis: ShapeAxis | None = None,
+) -> Network:
+    """Return the :class:`~planner.tvm.network.Network` that ``source`` names, its mixtures
+    of experts computed in ``source.moe``'s form (see :func:`_build_network`)."""
+    from planner.tvm.sources.experts import FORM, FORMS
+
+    if source.moe not in FORMS:
+        raise ModelSourceError(
+            f"unknown form of mixture of experts {source.moe!r}: one of {', '.join(FORMS)}"
+        )
+    token = FORM.set(source.moe)
+    try:
+        return _build_network(source, base_dir=base_dir, axis=axis)
+    finally:
+        FORM.reset(token)
+
+
+def _build_network(
     source: ModelSource,
     *,
     base_dir: Path | None = None,

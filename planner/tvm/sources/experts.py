@@ -1,24 +1,30 @@
-"""Mixture-of-experts blocks in the fixed-shape form a deployment compiles.
+"""Mixture-of-experts blocks in the fixed-shape forms a deployment compiles.
 
 transformers computes a mixture of experts by looping over the experts the router hit and
 gathering each one's tokens (``for expert_idx in expert_hit: torch.where(...)``): shapes
 that depend on the data, which ``torch.export`` refuses. A compiled deployment routes with
-fixed shapes instead. Here each such block is exported in that form: the router is the
-block's own (a top-k over a softmax or a sigmoid, with or without renormalising, whichever
-gives the block's own output; or the family's router module), and every expert runs on
-every token, weighted by the router's top-k weight for that token and by zero elsewhere.
-The outputs are the block's to rounding; the memory is one expert's activations for all
-tokens at a time (a grouped-GEMM deployment holds top-k rows per token instead), which
-:data:`ASSUMPTION` says in every Result of such a model.
+fixed shapes instead, in one of two forms (:data:`FORMS`, picked per model source):
 
-Two shapes of block are known, found by what a block holds rather than by its class, so
-that other families built the same way convert too:
+- **dense**: every expert runs on every token, weighted by the router's top-k weight for
+  that token and by zero elsewhere;
+- **grouped**: each token's top-k rows sorted by expert, each row through its own expert's
+  weights, back in order and summed (:mod:`planner.tvm.sources.grouped`), which is what a
+  grouped-GEMM deployment holds.
 
-- a ``moe(hidden_states, topk_indices, topk_weights)`` method beside a router module
-  (DeepSeek-V2 and V3, dots1, GLM-4 MoE, LongCat): only that method is replaced;
-- a linear router (``gate`` or ``router``), ``experts`` and ``top_k``, the top-k taken over
-  a softmax in the block's own forward (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, Jamba,
-  MiniMax), with an optional shared expert: the forward is replaced.
+The router is the block's own (its code run up to its dispatch, or a top-k over a softmax or
+a sigmoid, with or without renormalising, whichever gives the block's own output; or the
+family's router module). The outputs are the block's to rounding; :data:`ASSUMPTION` says
+in every Result of such a model what its plan holds.
+
+Blocks are found by what they hold and compute rather than by their class:
+
+- a ``moe(hidden_states, topk_indices, topk_weights)`` method beside a ``ModuleList`` of
+  experts (DeepSeek-V2 and V3, dots1, GLM-4 MoE, LongCat): only that method is replaced;
+- any other block with a ``ModuleList`` of experts (Mixtral, Qwen-MoE, OLMoE, Jamba,
+  PhiMoE, ...), with an optional shared expert: the forward is replaced;
+- any block that takes a top-k and then reads routing data, however its experts are held
+  (stacked weights: GPT-OSS, DBRX, GraniteMoE, Aria): :mod:`planner.tvm.sources.routing`
+  runs its own code with every token routed to every expert (dense form only).
 
 Each replaced block is run on the input the model gave it, in PyTorch, before the export;
 a block whose fixed-shape form differs from it is refused with its name, so a family that
@@ -32,15 +38,35 @@ from __future__ import annotations
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-#: Said in the Results of a model with converted blocks: what the plan assumes of routing.
-ASSUMPTION = (
-    "mixture of experts in fixed shapes: {blocks} (of {kinds}; {experts} experts, top-{top_k}) "
-    "computed as every expert on every token, weighted by the router's top-{top_k} weights and "
-    "zero elsewhere; the plan holds one expert's activations for all tokens at a time, where a "
-    "grouped-GEMM deployment holds top-{top_k} rows per token"
-)
+from planner.job_spec import MOE_FORMS
+
+#: How a mixture of experts is computed: ``dense`` (every expert on every token) or
+#: ``grouped`` (each token's top-k rows through their experts, :mod:`.grouped`).
+FORMS = MOE_FORMS
+FORM: ContextVar[str] = ContextVar("moe_form", default="dense")
+
+#: Said in the Results of a model with converted blocks: what the plan assumes of routing,
+#: by form (:data:`FORM`).
+ASSUMPTION = {
+    "dense": (
+        "mixture of experts in fixed shapes, dense form: {blocks} (of {kinds}; {experts} "
+        "experts, top-{top_k}) computed as every expert on every token, weighted by the "
+        "router's top-{top_k} weights and zero elsewhere; the plan holds each expert's "
+        "activations for every token, as many experts at once as TVM's schedule keeps live "
+        "(it may fuse one expert's last matmul into the sum while the next runs); a "
+        "grouped-GEMM deployment holds top-{top_k} rows per token instead (the grouped form)"
+    ),
+    "grouped": (
+        "mixture of experts in fixed shapes, grouped form: {blocks} (of {kinds}; {experts} "
+        "experts, top-{top_k}) computed as a grouped-GEMM deployment runs it: each token's "
+        "top-{top_k} rows sorted by expert, each row through its own expert's weights (one "
+        "grouped matmul per layer), put back in token order and summed, weighted; the plan "
+        "holds tokens x top-{top_k} rows per buffer, whichever experts they go to"
+    ),
+}
 
 #: How far a converted block may be from the original, relative to its largest output.
 TOLERANCE = 1e-4
@@ -220,7 +246,7 @@ def _every_expert(block, flat, indices, weights):
     expert (gated where it has a gate) as the block adds it."""
     import torch
 
-    out = _weighted_sum(block.experts, flat, indices, weights.to(flat.dtype))
+    out = _experts_applied(block.experts, flat, indices, weights.to(flat.dtype))
     shared, gate = _shared(block)
     if shared is not None:
         common = shared(flat)
@@ -240,8 +266,20 @@ def _weighted_sum(experts, hidden, indices, weights):
     return out
 
 
+def _experts_applied(experts, hidden, indices, weights):
+    """The routed experts' sum in the form in force (:data:`FORM`)."""
+    if FORM.get() == "grouped":
+        from planner.tvm.sources.grouped import GroupedError, grouped_sum
+
+        try:
+            return grouped_sum(list(experts), hidden, indices, weights)
+        except GroupedError as exc:
+            raise ExpertsError(f"the grouped form does not apply: {exc}") from exc
+    return _weighted_sum(experts, hidden, indices, weights)
+
+
 def _fixed_moe(self, hidden_states, topk_indices, topk_weights):
-    routed = _weighted_sum(self.experts, hidden_states, topk_indices, topk_weights)
+    routed = _experts_applied(self.experts, hidden_states, topk_indices, topk_weights)
     return routed.to(hidden_states.dtype)
 
 
@@ -394,26 +432,36 @@ def _data_dependent_shapes(program) -> bool:
     return False
 
 
-def _unlike(block: _Block, difference: float) -> ExpertsError:
+def _unlike(block, difference: float, failure: str | None = None) -> ExpertsError:
+    """``block`` (a :class:`_Block`, or a :class:`~planner.tvm.sources.routing.Routed` and
+    the first error its code raised with every token routed to every expert) refused."""
+    if difference == float("inf") and failure:
+        differs = (f"fails in the block's own code with every token routed to every expert "
+                   f"({failure[:200]})")
+    elif difference == float("inf"):
+        differs = "gives an output of another shape than the block's"
+    else:
+        differs = f"differs from the block by {difference:.3g} of its largest output"
     return ExpertsError(
         f"the mixture of experts {type(block.module).__name__} at "
         f"{block.name or 'the top of the model'} has no fixed-shape form here: every expert "
         "on every token, weighted as its own router weights the token (its code run up to "
-        "its dispatch, or a top-k over a softmax or a sigmoid), differs from the block by "
-        f"{difference:.3g} of its largest output, so the block computes something other than "
-        "a weighting of its experts on each token; write the block's forward with fixed "
-        "shapes in the model file: a block whose forward exports with fixed shapes is never "
-        "replaced"
+        f"its dispatch, or a top-k over a softmax or a sigmoid), {differs}, so the block "
+        "computes something other than a weighting of its experts on each token; write the "
+        "block's forward with fixed shapes in the model file: a block whose forward exports "
+        "with fixed shapes is never replaced"
     )
 
 
-def _describe(blocks: list[_Block]) -> str:
-    kinds = sorted({type(b.module).__name__ for b in blocks})
-    sizes = sorted({len(_experts(b.module)) for b in blocks})
+def _describe(blocks: list[_Block], routed: list) -> str:
+    kinds = sorted({type(b.module).__name__ for b in blocks} | {type(r.module).__name__
+                                                                for r in routed})
+    sizes = sorted({len(_experts(b.module)) for b in blocks} | {r.experts for r in routed})
     tops = sorted({_top_k(b.module) or _top_k(getattr(b.module, "gate", None)) or 0
-                   for b in blocks})
-    count = f"{len(blocks)} block" + ("s" if len(blocks) != 1 else "")
-    return ASSUMPTION.format(
+                   for b in blocks} | {r.top_k for r in routed})
+    total = len(blocks) + len(routed)
+    count = f"{total} block" + ("s" if total != 1 else "")
+    return ASSUMPTION[FORM.get()].format(
         blocks=count, kinds=", ".join(kinds), experts="/".join(map(str, sizes)),
         top_k="/".join(str(t) for t in tops if t) or "k",
     )
@@ -423,29 +471,75 @@ def _describe(blocks: list[_Block]) -> str:
 def fixed_shape_experts(model, example_inputs: tuple) -> Iterator[list[str]]:
     """Within it, ``model``'s mixture-of-experts blocks compute in fixed shapes (each
     checked against the block on ``example_inputs``); yields the assumptions to report,
-    none where the model has no such block. The model is as before on leaving."""
+    none where the model has no such block. The model is as before on leaving.
+
+    Blocks with a ``ModuleList`` of experts are found by it; any other block that takes a
+    top-k and then reads routing data (stacked expert weights, a grouped matmul) by
+    :func:`planner.tvm.sources.routing.find_routed`, and run in its own code with every token
+    routed to every expert."""
+    from planner.tvm.sources.routing import find_routed
+
     blocks = find_blocks(model)
-    if not blocks:
+    chains = find_routed(model, example_inputs, skip=tuple(b.name for b in blocks))
+    if not blocks and not chains:
         yield []
         return
-    calls = _seen_calls(model, blocks, example_inputs)
+    calls = _seen_calls(model, [*blocks, *(r for chain in chains for r in chain)],
+                        example_inputs)
     exported: dict = {}
     blocks = [b for b in blocks if not _exports_as_is(b, calls.get(b.name), exported)]
-    if not blocks:
+    chains = [c for c in chains
+              if not any(_exports_as_is(r, calls.get(r.name), exported) for r in c)]
+    if not blocks and not chains:
         yield []
         return
-    replaced = []
+    if chains and FORM.get() == "grouped":
+        block = _first_dense(chains[0], calls)[0]
+        raise ExpertsError(
+            f"the mixture of experts at {block.name or 'the top of the model'} "
+            f"({type(block.module).__name__}) keeps its experts in its own code (stacked "
+            "weights, not a list of expert modules), which only the dense form runs: plan "
+            'it with moe = "dense"'
+        )
+    replaced, routed = [], []
     try:
         for block in blocks:
             method = _replacement(block, calls.get(block.name))
-            # An instance attribute shadows the class's method for this module alone.
-            had = block.attribute in vars(block.module)
-            replaced.append((block, had, vars(block.module).get(block.attribute)))
-            setattr(block.module, block.attribute, method)
-        yield [_describe(blocks)]
+            replaced.append(_shadow(block.module, block.attribute, method))
+        for chain in chains:
+            found, method, gap, failure = _first_dense(chain, calls)
+            if method is None:
+                raise _unlike(found, gap, failure)
+            routed.append(found)
+            replaced.append(_shadow(found.module, "forward", method))
+        yield [_describe(blocks, routed)]
     finally:
-        for block, had, before in replaced:
+        for module, attribute, had, before in replaced:
             if had:
-                setattr(block.module, block.attribute, before)
+                setattr(module, attribute, before)
             else:
-                delattr(block.module, block.attribute)
+                delattr(module, attribute)
+
+
+def _first_dense(chain: list, calls: dict) -> tuple:
+    """The innermost call of ``chain`` whose every-expert form gives its own output, that
+    form, and else the smallest difference and first error seen: the router may read routing
+    data itself, and only a call around it returns what the experts computed."""
+    from planner.tvm.sources.routing import replacement
+
+    best, failure = float("inf"), None
+    for found in chain:
+        method, gap, failed = replacement(found, calls.get(found.name), _difference, TOLERANCE)
+        if method is not None:
+            return found, method, gap, None
+        best, failure = min(best, gap), failure or failed
+    return chain[-1], None, best, failure
+
+
+def _shadow(module, attribute: str, method) -> tuple:
+    """Set ``method`` as ``module``'s own ``attribute`` (an instance attribute shadows the
+    class's method for this module alone); what puts it back."""
+    had = attribute in vars(module)
+    before = vars(module).get(attribute)
+    setattr(module, attribute, method)
+    return module, attribute, had, before

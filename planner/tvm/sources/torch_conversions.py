@@ -161,7 +161,9 @@ def _index_put_by_mask(name: str) -> Callable:
     refuses (``IndexPut requires each index tensor to have integer dtype``; Gemma3 zeroes its
     image tokens so): where the mask covers ``x``'s leading dimensions and the value is one
     element, it is ``where(mask, value, x)`` (``x + value`` with ``accumulate``), which is
-    what torch computes. Any other form goes to the importer as before."""
+    what torch computes. Integer indices of ``x``'s leading dimensions only (what
+    ``index_add`` becomes) are given the trailing ones (:func:`_index_put_leading`). Any other
+    form goes to the importer as before."""
 
     def convert(node, importer):
         from tvm import relax
@@ -172,6 +174,8 @@ def _index_put_by_mask(name: str) -> Callable:
         mask = indices[0] if len(indices) == 1 and indices[0] is not None else None
         mask_value = getattr(mask, "meta", {}).get("val") if mask is not None else None
         value = getattr(values, "meta", {}).get("val")
+        if _leading_integer_indices(source, indices):
+            return _index_put_leading(node, importer, source, indices, values, accumulate)
         if (
             source is None or mask_value is None or value is None
             or str(mask_value.dtype) != "torch.bool" or value.numel() != 1
@@ -190,6 +194,44 @@ def _index_put_by_mask(name: str) -> Callable:
         return bb.emit(relax.op.where(chosen, put, data))
 
     return convert
+
+
+def _leading_integer_indices(source, indices) -> bool:
+    """Whether ``indices`` are integer tensors of one shape for fewer of ``source``'s
+    dimensions than it has, from the first on."""
+    import torch
+
+    vals = [getattr(i, "meta", {}).get("val") if i is not None else None for i in indices]
+    return (
+        source is not None and 0 < len(vals) < source.dim()
+        and all(isinstance(v, torch.Tensor) and not v.is_floating_point()
+                and v.dtype != torch.bool for v in vals)
+        and len({tuple(v.shape) for v in vals}) == 1
+        and all(isinstance(size, int) for size in (*vals[0].shape, *source.shape))
+    )
+
+
+def _index_put_leading(node, importer, source, indices, values, accumulate):
+    """``index_put`` with integer indices of ``x``'s leading dimensions (``index_add`` along
+    the first dimension becomes that), which TVM 0.27's ``IndexPut`` refuses (it takes one
+    index per dimension): each trailing dimension is indexed by its whole range, broadcast
+    against the given indices, and the values broadcast to the rows they fill, as torch
+    fills them."""
+    from tvm import relax
+
+    bb = importer.block_builder
+    shape = [int(size) for size in indices[0].meta["val"].shape]
+    trailing = [int(size) for size in source.shape[len(indices):]]
+    every = [bb.emit(relax.op.reshape(importer.env[i], [*shape, *[1] * len(trailing)]))
+             for i in indices]
+    for at, size in enumerate(trailing):
+        span = bb.emit(relax.op.arange(0, size, 1, "int64"))
+        place = [1] * len(shape) + [size if q == at else 1 for q in range(len(trailing))]
+        every.append(bb.emit(relax.op.reshape(span, place)))
+    filled = [*shape, *trailing]
+    put = bb.emit(relax.op.broadcast_to(importer.env[values], filled))
+    return bb.emit(relax.op.index_put(importer.env[node.args[0]], relax.Tuple(every), put,
+                                      bool(accumulate)))
 
 
 #: ``custom_convert_map`` for ``from_exported_program``.
@@ -387,7 +429,15 @@ CONVERSIONS: dict[str, Callable] = {
     "topk.default": _top_k_in_any_order,
     **{name: _index_put_by_mask(name) for name in ("index_put.default", "index_put_.default")},
     **{name: _in_torch_types(name) for name in (*_ARITHMETIC, *_COMPARISONS)},
+    "grouped_linear.default": lambda node, importer: _grouped(node, importer),
 }
+
+
+def _grouped(node, importer):
+    """Peakwatch's own grouped matmul (the grouped form of a mixture of experts)."""
+    from planner.tvm.sources.grouped import convert_grouped_linear
+
+    return convert_grouped_linear(node, importer)
 
 
 # Complex tensors, as real arithmetic. Relax has no complex dtype; a complex tensor of shape

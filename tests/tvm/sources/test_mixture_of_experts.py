@@ -144,3 +144,126 @@ def test_a_block_that_exports_only_with_sizes_read_from_the_data_is_still_conver
     with torch.no_grad(), fixed_shape_experts(model, inputs) as assumed:
         assert "forward" in vars(model)
     assert assumed and "_IndexAdded" in assumed[0]
+
+
+def test_experts_held_as_stacked_weights_plan_build_and_match_pytorch():
+    # GPT-OSS: no ModuleList, its router its own class, its experts indexed out of stacked
+    # tensors in a loop over the experts hit; found by its top-k and the reads that follow.
+    model, inputs = torch_models.gpt_oss()
+    with pytest.raises(Exception, match="(?i)data.dependent|guard|nonzero|unbacked"):
+        torch.export.export(model, inputs)  # the premise: as written, export refuses it
+
+    reports = compile_model(
+        ModelSource(f"{MODELS}:gpt_oss", {}), [STOCK, "best-fit+rewrites"], repeat=0,
+        memory_configs=(),
+    )
+    for report in reports:
+        assert report.outputs_match is True, (report.strategy, report.error)
+        assert report.reference_check == "PyTorch"
+        assert report.reference_max_abs_diff < 1e-4
+        assert "2 blocks (of GptOssMLP; 4 experts, top-2)" in report.assumptions[0]
+
+
+def _second_input(inputs):
+    torch.manual_seed(1)
+    (first,) = inputs
+    return (torch.randint(0, 64, first.shape) if not first.is_floating_point()
+            else torch.randn(first.shape),)
+
+
+@pytest.mark.parametrize("factory, block", [
+    # The router counts each expert's tokens itself (.tolist()): the block around it is
+    # the one whose output the experts make.
+    ("granitemoe", "GraniteMoeMoE"),
+    # Tokens sorted by expert, cut by counts, the top-k count read again to un-sort.
+    ("sorted_stacked", "_SortedStacked"),
+])
+def test_a_routed_block_exports_in_fixed_shapes_and_computes_as_before(factory, block):
+    model, inputs = getattr(torch_models, factory)()
+    with torch.no_grad(), fixed_shape_experts(model, inputs) as assumed:
+        exported = torch.export.export(model, inputs)
+    assert f"(of {block}; 4 experts, top-2)" in assumed[0]
+
+    other = _second_input(inputs)  # routed otherwise: the routing is not baked in
+    with torch.no_grad():
+        got, want = exported.module()(*other), model(*other)
+    assert torch.allclose(got, want, atol=1e-5), float((got - want).abs().max())
+    assert not any(node.target is torch.ops.aten.nonzero.default
+                   for node in exported.graph.nodes)
+
+
+def test_a_block_whose_experts_depend_on_their_load_is_refused_naming_it():
+    # Every token on every expert changes each expert's load, so no fixed-shape form is it.
+    with pytest.raises(ModelSourceError) as refused:
+        build_network(ModelSource(f"{MODELS}:by_capacity", {}))
+
+    message = str(refused.value)
+    assert "the mixture of experts _ByCapacity at the top of the model" in message, message
+    assert "differs from the block by" in message
+
+
+def test_the_grouped_form_holds_what_a_grouped_gemm_deployment_holds():
+    # Four experts 8 -> 512 -> 8, 16 tokens, top-2: the experts' rows are the memory. A
+    # grouped-GEMM deployment, counted by hand at its widest point (the first expert layer,
+    # its ReLU in place): the 32 rows' 512-wide activations, the 32 sorted rows it reads,
+    # the rows' sort order and expert numbers (int64), and the top-2 weights kept for the
+    # sum.
+    tokens, top_k, width, inner = 16, 2, 8, 512
+    rows = tokens * top_k
+    by_hand = 4 * rows * inner + 4 * rows * width + 2 * 8 * rows + 4 * tokens * top_k
+
+    source = f"{MODELS}:wide_experts"
+    [grouped] = compile_model(ModelSource(source, {}, moe="grouped"), ["best-fit+rewrites"],
+                              repeat=0, memory_configs=())
+    [dense] = compile_model(ModelSource(source, {}, moe="dense"), ["best-fit+rewrites"],
+                            repeat=0, memory_configs=())
+
+    for report in (grouped, dense):
+        assert report.outputs_match is True, report.error
+        assert report.reference_check == "PyTorch"
+        assert report.reference_max_abs_diff < 1e-5
+    assert grouped.intermediate_bytes == by_hand == 67_200
+    assert "grouped form" in grouped.assumptions[0]
+    assert f"tokens x top-{top_k} rows per buffer" in grouped.assumptions[0]
+    # Dense: every expert's 16 rows, two experts' 512-wide activations live at once here.
+    assert "dense form" in dense.assumptions[0]
+    assert dense.intermediate_bytes >= 2 * 4 * tokens * inner
+
+
+@pytest.mark.parametrize("factory", ["mixtral", "deepseek_v3_moe"])
+def test_transformers_blocks_plan_grouped_and_match_pytorch(factory):
+    # Mixtral's forward replaced, DeepSeek-V3's moe method (its shared expert added by its
+    # own code): each row through its own expert's weights, one grouped matmul per layer.
+    [report] = compile_model(ModelSource(f"{MODELS}:{factory}", {}, moe="grouped"),
+                             ["best-fit"], repeat=0, memory_configs=())
+
+    assert report.outputs_match is True, report.error
+    assert report.reference_max_abs_diff < 1e-4
+    assert "grouped form" in report.assumptions[0]
+
+
+def test_the_grouped_form_of_experts_held_in_the_blocks_own_code_is_refused_naming_dense():
+    with pytest.raises(ModelSourceError) as refused:
+        build_network(ModelSource(f"{MODELS}:gpt_oss", {}, moe="grouped"))
+    message = str(refused.value)
+    assert "GptOssMLP" in message and 'moe = "dense"' in message, message
+
+
+def test_an_unknown_form_is_refused():
+    with pytest.raises(ModelSourceError, match="unknown form of mixture of experts 'sparse'"):
+        build_network(ModelSource(f"{MODELS}:mixtral", {}, moe="sparse"))
+
+
+def test_a_job_computes_the_form_the_manifest_picked():
+    # The worker's job file carries the form: the sandboxed import builds it so.
+    from planner.job_spec import JobSpec
+    from planner.tvm.job import run_compile
+
+    job = JobSpec.from_json({
+        "model": "wide", "source": "torch_models.py:wide_experts", "strategies": ["best-fit"],
+        "repeat": 0, "memory_configs": [], "base_dir": str(MODELS.parent), "moe": "grouped",
+    })
+    [report] = run_compile(job)
+
+    assert report.outputs_match is True, report.error
+    assert "grouped form" in report.assumptions[0]
