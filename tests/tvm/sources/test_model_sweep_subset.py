@@ -1,5 +1,5 @@
-"""The fast subset of benchmarks/model_sweep.py (issue 59): one transformers architecture
-per failure class this part fixed, built by the sweep's own model file (tiny, random
+"""The fast subset of benchmarks/model_sweep.py (issue 59): ten transformers architectures,
+one per failure class this part fixed, built by the sweep's own model file (tiny, random
 weights, from the architecture's configuration class), each through tvm-stock and
 best-fit+rewrites and checked against PyTorch. The whole sweep and its table are in
 docs/benchmarks.md."""
@@ -24,6 +24,13 @@ SUBSET = [
      "mixture of experts in fixed shapes"),
     ("olmoe", "an MoE block that exports only with sizes read from the data",
      "mixture of experts in fixed shapes"),
+    ("gpt_oss", "an MoE with stacked expert weights and a router class of its own",
+     "mixture of experts in fixed shapes"),
+    ("granitemoe", "an MoE whose router reads the routing itself (.tolist())",
+     "mixture of experts in fixed shapes"),
+    ("aria_text", "an MoE sorted by expert and cut by counts, its top-k read again",
+     "mixture of experts in fixed shapes"),
+    ("mamba2", "x[..., -1] (a negative select) counted from the end", ""),
 ]
 
 
