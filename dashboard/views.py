@@ -21,7 +21,16 @@ from django.urls import reverse
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_GET
 
-from dashboard import compare, fragments, llm_breakdown, overview, queue, series_export, trends
+from dashboard import (
+    compare,
+    fragments,
+    llm_breakdown,
+    moe_forms,
+    overview,
+    queue,
+    series_export,
+    trends,
+)
 from dashboard.artifact_storage import ArtifactMissing
 from dashboard.auth import is_maintainer
 from dashboard.models import Artifact, Commit, Model, Result, Run, Series
@@ -107,6 +116,7 @@ def model_trend_page(request, repository: str, model: str):
                 cache.set(history_key, history_html, TREND_CACHE_SECONDS)
     branches = Commit.objects.branch_names(model.repository)
     llm = llm_breakdown.breakdown(model, board=board, branch=branch, toolchain=toolchain)
+    moe = moe_forms.forms(model, board=board, branch=branch, toolchain=toolchain)
     shapes = shape_curves(
         model, board=board, branch=branch, toolchain=toolchain, prefer=opens.line
     )
@@ -116,6 +126,7 @@ def model_trend_page(request, repository: str, model: str):
         {
             "shapes": shapes,
             "llm": llm,
+            "moe": moe,
             "opening": opens,
             **_shape_chart_choices(shapes, opens, request.GET.get("curves", "")),
             "shapes_api_url": reverse("api:model-shapes", args=[model.pk])
