@@ -379,6 +379,24 @@ def wide_experts(tokens: int = 16):
     return _WideExperts().eval(), (torch.randn(tokens, 8),)
 
 
+class _ClampedIndex(nn.Module):
+    """Integer positions clamped on one side only (``clamp(max=...)``, ``clamp_min``), as
+    SAM's relative positions are: the importer leaves the other bound infinite."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(8, 4))
+
+    def forward(self, x):
+        index = (x * 12 - 2).long()
+        return self.table[torch.clamp(index, max=7).clamp_min(0)] * 2
+
+
+def clamped_index():
+    torch.manual_seed(0)
+    return _ClampedIndex().eval(), (torch.rand(10),)
+
+
 def sigmoid_routed(tokens: int = 6):
     torch.manual_seed(0)
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)

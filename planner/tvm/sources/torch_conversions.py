@@ -196,6 +196,48 @@ def _index_put_by_mask(name: str) -> Callable:
     return convert
 
 
+def _integer_clamp(name: str) -> Callable:
+    """``clamp`` (``clamp_min``, ``clamp_max``) of an integer tensor with one bound left
+    open, which the importer writes as a clip to -inf or inf: TVM then casts that infinity
+    to the integer type and folding fails (``Cannot convert infinity to BigInt``; SAM's
+    relative positions clamp ``max=`` an int64 index so). The open bound is the type's own
+    limit, which is what an open bound means in torch. Any other clamp goes to the importer
+    as before."""
+    import math
+
+    def convert(node, importer):
+        import torch
+        from tvm import relax
+
+        x = node.args[0]
+        value = getattr(x, "meta", {}).get("val")
+        if name == "clamp_min.default":
+            low, high = _arg(node, 1, "min"), None
+        elif name == "clamp_max.default":
+            low, high = None, _arg(node, 1, "max")
+        else:
+            low, high = _arg(node, 1, "min"), _arg(node, 2, "max")
+        bounds = (low, high)
+        if low == math.inf or high == -math.inf or (
+            not isinstance(value, torch.Tensor) or value.is_floating_point()
+            or value.dtype == torch.bool or value.is_complex()
+            or not all(b is None or (isinstance(b, int | float) and not isinstance(b, bool)
+                                     and (math.isinf(b) or float(b).is_integer()))
+                       for b in bounds)
+        ):
+            return _default(importer, name)(node)
+        info = torch.iinfo(value.dtype)
+        low = info.min if low is None or low == -math.inf else int(low)
+        high = info.max if high is None or high == math.inf else int(high)
+        return importer.block_builder.emit(relax.op.clip(importer.env[x], low, high))
+
+    return convert
+
+
+def _arg(node, at: int, keyword: str):
+    return node.args[at] if len(node.args) > at else node.kwargs.get(keyword)
+
+
 def _leading_integer_indices(source, indices) -> bool:
     """Whether ``indices`` are integer tensors of one shape for fewer of ``source``'s
     dimensions than it has, from the first on."""
@@ -430,6 +472,8 @@ CONVERSIONS: dict[str, Callable] = {
     **{name: _index_put_by_mask(name) for name in ("index_put.default", "index_put_.default")},
     **{name: _in_torch_types(name) for name in (*_ARITHMETIC, *_COMPARISONS)},
     "grouped_linear.default": lambda node, importer: _grouped(node, importer),
+    **{name: _integer_clamp(name)
+       for name in ("clamp.default", "clamp_min.default", "clamp_max.default")},
 }
 
 
