@@ -397,6 +397,24 @@ def clamped_index():
     return _ClampedIndex().eval(), (torch.rand(10),)
 
 
+class _GroupNormed(nn.Module):
+    """A convolution then a GroupNorm: TVM 0.27 lowers the norm with let-bindings (``Bind``
+    statements, which hold for the rest of their sequence and have no body of their own)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 4, 1)
+        self.norm = nn.GroupNorm(2, 4)
+
+    def forward(self, x):
+        return self.norm(self.conv(x)) - x
+
+
+def group_normed():
+    torch.manual_seed(0)
+    return _GroupNormed().eval(), (torch.randn(1, 4, 8, 8),)
+
+
 def sigmoid_routed(tokens: int = 6):
     torch.manual_seed(0)
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)

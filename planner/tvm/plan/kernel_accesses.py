@@ -105,7 +105,9 @@ _CHILDREN = {
     tvm.tirx.Evaluate: ("value",),
     tvm.tirx.IfThenElse: ("condition", "then_case", "else_case"),
     tvm.tirx.For: ("min", "extent", "body"),
-    tvm.tirx.LetStmt: ("value", "body"),
+    # In 0.27 a LetStmt is ``Bind``: no body, the binding holds for the statements after it
+    # in its sequence, which are visited as the sequence's own.
+    tvm.tirx.LetStmt: ("value", "body") if "body" in dir(tvm.tirx.LetStmt) else ("value",),
     tvm.tirx.AttrStmt: ("value", "body"),
 }
 # Shifts and bitwise operators are nodes of their own in 0.27 (``a >> 15`` of an int8
@@ -234,7 +236,7 @@ def _has_inner_block(stmt) -> bool:
     if isinstance(stmt, tvm.tirx.SeqStmt):
         return any(_has_inner_block(child) for child in stmt.seq)
     if isinstance(stmt, tvm.tirx.For | tvm.tirx.LetStmt | tvm.tirx.AttrStmt):
-        return _has_inner_block(stmt.body)
+        return _has_inner_block(getattr(stmt, "body", None))  # a 0.27 Bind has none
     if isinstance(stmt, tvm.tirx.IfThenElse):
         return _has_inner_block(stmt.then_case) or _has_inner_block(stmt.else_case)
     return False
