@@ -415,6 +415,27 @@ def group_normed():
     return _GroupNormed().eval(), (torch.randn(1, 4, 8, 8),)
 
 
+class _WidePool(nn.Module):
+    """Average pools whose window is wider than the map (``ceil_mode``; EfficientNet's
+    pooler is ``AvgPool2d(hidden_dim, ceil_mode=True)``), beside one whose single window
+    leaves a row out (2 x 2 over 3 x 3): torch clips the first to the map."""
+
+    def __init__(self, window: int = 512):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 1)
+        self.wide = nn.AvgPool2d(window, ceil_mode=True)
+        self.part = nn.AvgPool2d(2)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return self.wide(y) * 2 + self.part(y)
+
+
+def wide_pool(window: int = 512):
+    torch.manual_seed(0)
+    return _WidePool(window).eval(), (torch.randn(1, 4, 3, 3),)
+
+
 def sigmoid_routed(tokens: int = 6):
     torch.manual_seed(0)
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)

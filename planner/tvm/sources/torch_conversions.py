@@ -234,6 +234,36 @@ def _integer_clamp(name: str) -> Callable:
     return convert
 
 
+def _pool_over_everything(node, importer):
+    """``avg_pool2d`` whose one window covers the whole input (its kernel at least the
+    input's size, no padding, one output per plane: transformers' EfficientNet pools with
+    ``AvgPool2d(hidden_dim, ceil_mode=True)`` over a 1 x 1 map). TVM pads the input to the
+    whole window and allocates it (a 1 x 2560 x 1 x 1 input became a 64 GB pad buffer, and
+    the run failed with std::bad_alloc); torch clips the window to the input, so it is the
+    mean over the plane. Any other pooling goes to the importer as before."""
+    from tvm import relax
+
+    x = node.args[0]
+    source = getattr(x, "meta", {}).get("val")
+    result = node.meta.get("val")
+    kernel = _arg(node, 1, "kernel_size")
+    padding = _arg(node, 3, "padding") or [0]
+    divisor = _arg(node, 6, "divisor_override")
+    if source is None or result is None or kernel is None or divisor is not None:
+        return _default(importer, "avg_pool2d.default")(node)
+    kernel = list(kernel) * (2 if len(kernel) == 1 else 1)
+    plane = [int(size) if isinstance(size, int) else None for size in source.shape[-2:]]
+    out = [int(size) if isinstance(size, int) else None for size in result.shape[-2:]]
+    if (
+        None in plane or out != [1, 1] or any(int(p) != 0 for p in padding)
+        or any(k < size for k, size in zip(kernel, plane, strict=True))
+    ):
+        return _default(importer, "avg_pool2d.default")(node)
+    return importer.block_builder.emit(
+        relax.op.mean(importer.env[x], axis=[-2, -1], keepdims=True)
+    )
+
+
 def _arg(node, at: int, keyword: str):
     return node.args[at] if len(node.args) > at else node.kwargs.get(keyword)
 
@@ -474,6 +504,7 @@ CONVERSIONS: dict[str, Callable] = {
     "grouped_linear.default": lambda node, importer: _grouped(node, importer),
     **{name: _integer_clamp(name)
        for name in ("clamp.default", "clamp_min.default", "clamp_max.default")},
+    "avg_pool2d.default": _pool_over_everything,
 }
 
 
