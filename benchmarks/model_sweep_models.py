@@ -62,7 +62,13 @@ TINY_PATTERNS = (
     (re.compile(r"(^|_)n_heads$"), HEADS),
     (re.compile(r"(d_state|state_size|chunk_size)$"), HIDDEN // HEADS),
     (re.compile(r"(d_ssm|intermediate_size)$"), 2 * HIDDEN),
+    # A vision model's blocks per stage (ConvNeXt's depths); its widths per stage are left
+    # as they are (BiT's bottlenecks divide them into norm groups).
+    (re.compile(r"^depths$"), 2),
 )
+#: Sizes that only ever shrink to the tiny value: a patch or image smaller than the class's
+#: own already fits its stages.
+NEVER_GROW = ("patch_size", "image_size")
 #: The transformers mappings the sweep walks, by family: (mapping name, how it is called).
 FAMILIES = {
     "causal-lm": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "ids"),
@@ -177,7 +183,7 @@ def tiny_config(arch: str, decoder: bool = False):
     for name, value in sizes.items():
         for candidate in (name, renamed.get(name)):
             if candidate and candidate in taken:
-                given[candidate] = value
+                given[candidate] = _per_stage(getattr(default, candidate, None), value)
                 break
     config = config_class(**given)
     _shrink(config, getattr(default, "num_hidden_layers", None), given=set(given))
@@ -189,10 +195,16 @@ def tiny_config(arch: str, decoder: bool = False):
 def _tiny_sizes(default) -> dict:
     """The tiny sizes for a configuration whose defaults are ``default``."""
     sizes = {**TINY, **TINY_EXTRA}
+    for name in NEVER_GROW:
+        value = getattr(default, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= sizes[name]:
+            del sizes[name]
     for name, value in vars(default).items():
         for pattern, tiny in TINY_PATTERNS:
-            if pattern.search(name) and isinstance(value, int) and not isinstance(value, bool) \
-                    and value > tiny:
+            many = isinstance(value, list | tuple) and value and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value)
+            if pattern.search(name) and (many and max(value) > tiny or isinstance(value, int)
+                                         and not isinstance(value, bool) and value > tiny):
                 sizes.setdefault(name, tiny)
     # A state-space block's heads tile its expanded width.
     expand = getattr(default, "expand", None)
@@ -212,7 +224,7 @@ def _shrink(config, default_layers: int | None, depth: int = 0, given=None) -> N
             continue
         if _has(config, name):
             try:
-                setattr(config, name, value)
+                setattr(config, name, _per_stage(getattr(config, name, None), value))
             except (AttributeError, TypeError, ValueError):
                 pass
     vocab = getattr(config, "vocab_size", None)
@@ -235,6 +247,46 @@ def _shrink(config, default_layers: int | None, depth: int = 0, given=None) -> N
                 _shrink(value, getattr(type(value)(), "num_hidden_layers", None), depth + 1)
 
 
+def _per_stage(default, tiny):
+    """``tiny``, or where the default holds one size per stage or per axis (a vision
+    model's heads per stage, an image's height and width), that list with each entry at
+    most ``tiny``: a number in its place is another configuration the class cannot read."""
+    if isinstance(default, list | tuple) and default and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in default
+    ) and isinstance(tiny, int) and not isinstance(tiny, bool):
+        return type(default)(min(v, tiny) for v in default)
+    return tiny
+
+
+#: Image sides tried, smallest first: a model whose stages shrink a small image below a
+#: kernel or a window is built again at the next (its configuration's image size with it).
+SIDES = (IMAGE, 2 * IMAGE, 4 * IMAGE, 224)
+
+
+def _built(arch: str, auto, family: str, side: int):
+    """``arch``'s tiny configuration, its image size ``side`` where it has one, and the
+    model ``auto`` maps it to."""
+    config = tiny_config(arch, decoder=family == "causal-lm")
+    size = getattr(config, "image_size", None)
+    if isinstance(size, int) and not isinstance(size, bool):
+        config.image_size = side
+    elif isinstance(size, list | tuple) and len(size) == 2:
+        config.image_size = type(size)((side, side))
+    model_class = auto._model_mapping[type(config)]
+    if isinstance(model_class, tuple):  # several heads for one configuration: the first
+        model_class = model_class[0]
+    wanted = getattr(model_class, "config_class", None)
+    if wanted is not None and not isinstance(config, wanted):
+        # A composite configuration whose causal-LM class takes its text part.
+        config = config.get_text_config()
+    return config, model_class(config).eval()
+
+
+def _pixels(config, side: int):
+    channels = getattr(config, "num_channels", 3)
+    return torch.randn(1, channels if isinstance(channels, int) else 3, side, side)
+
+
 def _has(config, name: str) -> bool:
     renamed = getattr(type(config), "attribute_map", {}) or {}
     return name in vars(config) or name in renamed
@@ -250,27 +302,32 @@ def model(family: str = "causal-lm", arch: str = "llama", seed: int = 0):
     import_transformers()
     from transformers.models.auto import modeling_auto
 
-    config = tiny_config(arch, decoder=family == "causal-lm")
     mapping, called = FAMILIES[family]
     auto = {
         "causal-lm": modeling_auto.AutoModelForCausalLM,
         "image-classification": modeling_auto.AutoModelForImageClassification,
         "base": modeling_auto.AutoModel,
     }[family]
-    model_class = auto._model_mapping[type(config)]
-    wanted = getattr(model_class, "config_class", None)
-    if wanted is not None and not isinstance(config, wanted):
-        # A composite configuration whose causal-LM class takes its text part.
-        config = config.get_text_config()
-    module = model_class(config).eval()
-    if called == "either":
-        called = "pixels" if "pixel_values" in inspect.signature(module.forward).parameters \
-            else "ids"
-    if called == "pixels":
-        channels = getattr(config, "num_channels", 3)
-        size = getattr(config, "image_size", IMAGE)
-        size = size if isinstance(size, int) else IMAGE
-        return _Called(module, "pixel_values").eval(), (torch.randn(1, channels, size, size),)
+    built = None
+    for side in SIDES:
+        torch.manual_seed(seed)
+        config, module = _built(arch, auto, family, side)
+        if called == "either":
+            called = "pixels" if "pixel_values" in inspect.signature(module.forward).parameters \
+                else "ids"
+        if called != "pixels":
+            break
+        image = _pixels(config, side)
+        built = built or (module, image)
+        try:
+            with torch.no_grad():
+                module(pixel_values=image)
+        except RuntimeError as exc:
+            if "size" in str(exc):  # the stages shrink this side below a kernel or window
+                continue
+        return _Called(module, "pixel_values").eval(), (image,)
+    if called == "pixels":  # no side runs: the smallest, for the probe to report
+        return _Called(built[0], "pixel_values").eval(), (built[1],)
     vocab = getattr(config, "vocab_size", VOCAB) or VOCAB
     ids = torch.randint(0, min(vocab, VOCAB), (1, SEQ))
     return _Called(module, "input_ids").eval(), (ids,)
