@@ -181,7 +181,36 @@ def check_symbols(network: Network, shapes: ShapeAxis) -> None:
     if missing:
         problems.append(f"no points for {', '.join(sorted(missing))} of {network.name}")
     if problems:
-        raise ShapeError(f"{'; '.join(problems)} (its symbols: {', '.join(sorted(own))})")
+        whence = [_read_from_values(network, symbol) for symbol in sorted(missing)]
+        raise ShapeError(
+            f"{'; '.join(problems)} (its symbols: {', '.join(sorted(own))})"
+            + "".join(f"; {why}" for why in whence if why)
+        )
+
+
+def _read_from_values(network: Network, symbol: str) -> str | None:
+    """Where ``symbol`` comes from when no input's shape holds it: the binding that casts
+    a tensor's values to a size (``R.tensor_to_shape``, what ``.item()`` becomes), named,
+    with what a user can do; None where an input holds it."""
+    func = network.mod[network.entry]
+    if any(symbol in str(param.ty) for param in func.params):
+        return None
+    bindings = list(bindings_of(func))
+    values = {b.var: b.value for b in bindings}
+    for binding in bindings:
+        if not isinstance(binding, relax.MatchCast) or symbol not in str(binding.ty):
+            continue
+        source = values.get(binding.value)
+        op = getattr(getattr(source, "op", None), "name", "")
+        read = "a tensor's values (an .item(), a count or a maximum in the model's code)" \
+            if op == "relax.tensor_to_shape" else f"the result of {op or 'an operation'}"
+        return (
+            f"{symbol} is no dimension of an input: the model reads it from {read}, "
+            f"{binding.var.name} in the imported function, so no shape axis can give "
+            "it points; size it from the input's shape instead (x.shape[...]), or, where "
+            "the values decide it, compute at the largest size it may take with a mask"
+        )
+    return f"{symbol} is no dimension of an input and no size cast from the model's values"
 
 
 def check_limits(network: Network, shapes: ShapeAxis) -> None:

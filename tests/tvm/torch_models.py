@@ -436,6 +436,23 @@ def wide_pool(window: int = 512):
     return _WidePool(window).eval(), (torch.randn(1, 4, 3, 3),)
 
 
+class _CountedRows(nn.Module):
+    """Keeps as many rows as its first column has positive entries: a size read from the
+    values (``.item()``), beside the symbolic length of its input."""
+
+    def forward(self, x):
+        kept = (x[:, 0] > 0).sum().item()
+        torch._check(kept >= 0)
+        torch._check(kept <= x.shape[0])
+        return (x[:kept] * 2).sum(0)
+
+
+def counted_rows():
+    torch.manual_seed(0)
+    seq = torch.export.Dim("seq", min=2, max=16)
+    return _CountedRows().eval(), (torch.randn(8, 4),), ({0: seq},)
+
+
 def sigmoid_routed(tokens: int = 6):
     torch.manual_seed(0)
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)

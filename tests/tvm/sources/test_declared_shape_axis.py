@@ -341,3 +341,18 @@ def test_a_hugging_face_decoder_with_an_attention_mask_takes_the_axis_at_both_in
         assert report.ok and report.outputs_match is True, (report.shape_point, report.error)
     assert reports[0].intermediate_bytes < reports[1].intermediate_bytes
     assert reports[0].reserved_at_bound_bytes >= reports[1].intermediate_bytes
+
+
+def test_a_size_read_from_the_values_is_named_with_where_it_comes_from():
+    # Beside its input's symbolic length, a size the model reads with .item(): no shape axis
+    # can give it points, and the refusal says what it is instead of naming a bare symbol.
+    models = Path(__file__).parents[1] / "torch_models.py"
+    network = build_network(ModelSource(f"{models}:counted_rows", {}), axis=AXIS)
+
+    with pytest.raises(ShapeError) as error:
+        check_symbols(network, AXIS)
+
+    message = str(error.value)
+    assert "no points for _local_scalar_dense_dim" in message
+    assert "is no dimension of an input: the model reads it from a tensor's values" in message
+    assert "size it from the input's shape instead" in message
