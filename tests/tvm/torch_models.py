@@ -453,6 +453,19 @@ def counted_rows():
     return _CountedRows().eval(), (torch.randn(8, 4),), ({0: seq},)
 
 
+class _Extremes(nn.Module):
+    """``amax`` and ``amin`` over one dimension, several and all of them."""
+
+    def forward(self, x):
+        rows = x.amax(dim=-1, keepdim=True) - x.amin(dim=(0, 2), keepdim=True)
+        return rows * 2 + x.amax()
+
+
+def extremes():
+    torch.manual_seed(0)
+    return _Extremes().eval(), (torch.randn(3, 4, 5),)
+
+
 def sigmoid_routed(tokens: int = 6):
     torch.manual_seed(0)
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)

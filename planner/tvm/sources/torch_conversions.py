@@ -264,6 +264,26 @@ def _pool_over_everything(node, importer):
     )
 
 
+def _extremum(name: str) -> Callable:
+    """``amax`` and ``amin`` (the largest or smallest entry over some dimensions, all of
+    them for an empty list), which TVM 0.27's importer lacks ("Unsupported function types
+    ['amax.default']"; timm's Hiera pools its mask units so): Relax's ``max`` and ``min``
+    over the same dimensions compute the same."""
+
+    def convert(node, importer):
+        from tvm import relax
+
+        x = node.args[0]
+        dims = _arg(node, 1, "dim")
+        keep = bool(_arg(node, 2, "keepdim"))
+        axis = None if not dims else [int(d) for d in
+                                        ((dims,) if isinstance(dims, int) else dims)]
+        op = relax.op.max if name == "amax" else relax.op.min
+        return importer.block_builder.emit(op(importer.env[x], axis=axis, keepdims=keep))
+
+    return convert
+
+
 def _arg(node, at: int, keyword: str):
     return node.args[at] if len(node.args) > at else node.kwargs.get(keyword)
 
@@ -505,6 +525,8 @@ CONVERSIONS: dict[str, Callable] = {
     **{name: _integer_clamp(name)
        for name in ("clamp.default", "clamp_min.default", "clamp_max.default")},
     "avg_pool2d.default": _pool_over_everything,
+    "amax.default": _extremum("amax"),
+    "amin.default": _extremum("amin"),
 }
 
 
