@@ -466,6 +466,20 @@ def extremes():
     return _Extremes().eval(), (torch.randn(3, 4, 5),)
 
 
+class _Unfolded(nn.Module):
+    """Patches taken with ``F.unfold`` (torch decomposes it to an index by broadcast row
+    and column tensors), as timm's TNT splits its pixels."""
+
+    def forward(self, x):
+        patches = torch.nn.functional.unfold(x, kernel_size=3, stride=2, padding=1)
+        return patches * 2 + x[:, :, [[0], [2]], [1, -1, 3]].sum()
+
+
+def unfolded():
+    torch.manual_seed(0)
+    return _Unfolded().eval(), (torch.randn(1, 2, 8, 8),)
+
+
 def sigmoid_routed(tokens: int = 6):
     torch.manual_seed(0)
     return _SigmoidRouted().eval(), (torch.randn(tokens, 8),)

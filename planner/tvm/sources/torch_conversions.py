@@ -125,9 +125,50 @@ def _index_from_the_front(node, importer):
             expr,
         ))
     try:
-        return _default(importer, "index.Tensor")(node)
+        taken = _index_broadcast(node, importer, source)
+        return taken if taken is not None else _default(importer, "index.Tensor")(node)
     finally:
         importer.env.update(saved)
+
+
+def _index_broadcast(node, importer, source):
+    """``x[..., i, j]`` with integer indices of adjacent dimensions whose shapes differ and
+    broadcast (``F.unfold`` decomposes to ``x[:, :, rows[..., None, None], columns]``):
+    TVM 0.27's index refuses to broadcast them ("cannot broadcast index shapes"; timm's TNT
+    stopped at import). The indexed dimensions are flattened into one and each element taken
+    at ``i * width + j`` over the broadcast shape, which is what torch reads. None where the
+    indices are not of that form (the importer's own conversion takes them)."""
+    import math
+
+    import torch
+    from tvm import relax
+
+    indices = list(node.args[1])
+    places = [axis for axis, index in enumerate(indices) if index is not None]
+    values = [getattr(indices[a], "meta", {}).get("val") for a in places]
+    if (
+        source is None or len(places) < 2 or places != list(range(places[0], places[-1] + 1))
+        or any(v is None or v.is_floating_point() or v.dtype == torch.bool for v in values)
+        or len({tuple(v.shape) for v in values}) == 1
+        or not all(isinstance(d, int) for d in source.shape)
+        or not all(isinstance(d, int) for v in values for d in v.shape)
+    ):
+        return None
+    shape = list(torch.broadcast_shapes(*(tuple(v.shape) for v in values)))
+    bb = importer.block_builder
+    first, last = places[0], places[-1]
+    linear = None
+    for axis in places:
+        stride = math.prod(source.shape[axis + 1:last + 1])
+        term = bb.emit(relax.op.astype(importer.env[indices[axis]], "int64"))
+        if stride != 1:
+            term = bb.emit(relax.op.multiply(term, relax.const(stride, "int64")))
+        linear = term if linear is None else bb.emit(relax.op.add(linear, term))
+    linear = bb.emit(relax.op.broadcast_to(linear, shape))
+    flat = [*source.shape[:first], math.prod(source.shape[first:last + 1]),
+            *source.shape[last + 1:]]
+    data = bb.emit(relax.op.reshape(importer.env[node.args[0]], flat))
+    return bb.emit(relax.op.take(data, linear, axis=first))
 
 
 def _select_from_the_front(node, importer):
