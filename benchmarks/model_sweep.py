@@ -173,9 +173,13 @@ def summarise(row: dict) -> dict:
 CAUSES = [
     (r"expert_hit|sequential_experts_gemm|for expert_idx|expert_size|tokens_per_expert"
      r"|unsupported operand type\(s\) for \+: 'Node' and 'int'",
-     "Peakwatch: experts held as stacked weights, not converted to fixed shapes",
+     "Peakwatch: a dispatch over experts not put in fixed shapes",
      "write the experts' forward in fixed shapes (every expert on every token, weighted) in "
      "the model file"),
+    (r"has no fixed-shape form here",
+     "Peakwatch: a routed block that is no weighting of its experts (JetMoE's mixture of "
+     "attention heads, its head count fixed at top-k)",
+     "write the block's forward in fixed shapes in the model file; it is then kept"),
     (r"IndexPut requires|Binary operators must have the same datatype",
      "TVM importer: a dtype rule", "cast the operands in the model file"),
     (r"complex tensor", "Peakwatch: complex arithmetic beyond rotary embeddings (an FFT)",
