@@ -22,17 +22,9 @@ def breakdown(model, *, board: str = "", branch: str = "", toolchain=None) -> di
     """The model page's table: for its newest commits with LLM results, newest first, each
     point and strategy's parameters, KV cache, functions and total; None for a model with
     none."""
-    results = (
-        Result.objects.filter(model=model, status=Result.Status.OK, details__has_key="llm")
-        .select_related("commit", "strategy", "board", "run")
-        .order_by("-commit__committed_at", "-commit_id", "id")
-    )
-    if board:
-        results = results.filter(board__name=board)
-    if branch:
-        results = results.filter(commit__branch=branch)
-    if toolchain is not None:
-        results = results.filter(toolchain=toolchain)
+    results = Result.objects.newest_ok_of(
+        model, board=board, branch=branch, toolchain=toolchain
+    ).filter(details__has_key="llm")
     commits: list = []
     rows: dict[int, dict[tuple, dict]] = {}
     # Enough rows for the newest commits of any suite (strategies x points x boards).

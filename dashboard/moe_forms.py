@@ -31,17 +31,7 @@ def form_of(result: Result) -> str | None:
 
 def _newest(model: Model, board: str, branch: str, toolchain) -> dict[str, dict]:
     """Per commit sha, newest first: ``{(strategy, board, point): Result}`` and the form."""
-    results = (
-        Result.objects.filter(model=model, status=Result.Status.OK)
-        .select_related("commit", "strategy", "board", "run")
-        .order_by("-commit__committed_at", "-commit_id", "id")
-    )
-    if board:
-        results = results.filter(board__name=board)
-    if branch:
-        results = results.filter(commit__branch=branch)
-    if toolchain is not None:
-        results = results.filter(toolchain=toolchain)
+    results = Result.objects.newest_ok_of(model, board=board, branch=branch, toolchain=toolchain)
     commits: dict[str, dict] = {}
     for result in results[:RECENT]:
         form = form_of(result)

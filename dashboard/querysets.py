@@ -135,6 +135,22 @@ class ResultQuerySet(models.QuerySet):
     def chronological(self):
         return self.order_by("commit__committed_at", "commit_id", "id")
 
+    def newest_ok_of(self, model, *, board: str = "", branch: str = "", toolchain=None):
+        """``model``'s successful Results, newest commit first, on the model page's filters
+        (a board's name, a branch, a toolchain; each left out where empty or None)."""
+        results = (
+            self.filter(model=model, status="ok")
+            .select_related("commit", "strategy", "board", "run")
+            .order_by("-commit__committed_at", "-commit_id", "id")
+        )
+        if board:
+            results = results.filter(board__name=board)
+        if branch:
+            results = results.filter(commit__branch=branch)
+        if toolchain is not None:
+            results = results.filter(toolchain=toolchain)
+        return results
+
     def for_commit(self, commit):
         return self.filter(commit=commit)
 
