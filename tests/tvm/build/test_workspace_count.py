@@ -90,6 +90,28 @@ def test_a_runtime_that_holds_more_than_the_plan_is_said_with_the_part_missed():
     assert within.warnings == []
 
 
+def test_a_pooled_runtime_far_above_the_plan_says_what_the_pool_added():
+    # RWKV under tvm-stock: 761,856 B planned, 1,863,680 B in TVM's pooled allocator, 573,440 B
+    # in the naive one (issue 59): the pool's pages and size buckets, not the program.
+    def report(pooled: int) -> StrategyReport:
+        return StrategyReport(
+            model="m", strategy="tvm-stock", planned_bytes=761_856,
+            measured={"pooled": {"inference_peak_bytes": pooled},
+                      "naive": {"inference_peak_bytes": 573_440}},
+        )
+
+    far, near = report(1_863_680), report(770_048)  # near: two pages of rounding
+    say_what_the_plan_missed(far)
+    say_what_the_plan_missed(near)
+
+    [said] = far.warnings
+    assert said.startswith(
+        "TVM's pooled allocator held 1,863,680 B, 2.4x the 761,856 B planned, where the naive "
+        "allocator held 573,440 B: the pool rounds every storage up to whole 4 KB pages"
+    )
+    assert near.warnings == []
+
+
 def test_a_symbolic_request_is_sized_at_each_call_through_the_kernels_own_bindings():
     import tvm
 
