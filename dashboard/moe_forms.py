@@ -48,7 +48,7 @@ def _newest(model: Model, board: str, branch: str, toolchain) -> dict[str, dict]
 def forms(model: Model, *, board: str = "", branch: str = "", toolchain=None) -> dict | None:
     """The page's table: None where the model's Results hold no mixture of experts or no
     model of its repository with the same source was measured in the other form."""
-    if not model.source:
+    if not model.source or getattr(model, "same_source", 2) < 2:
         return None
     mine = _newest(model, board, branch, toolchain)
     if not mine:

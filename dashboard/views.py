@@ -8,6 +8,7 @@ import logging
 import zipfile
 
 from django.core.cache import cache
+from django.db.models import Count, F, Q
 from django.http import (
     FileResponse,
     HttpResponse,
@@ -75,7 +76,14 @@ def home(request):
 @require_GET
 def model_trend_page(request, repository: str, model: str):
     model = get_object_or_404(
-        Model.objects.select_related("repository"), repository__name=repository, name=model
+        # With how many models of its repository share its source (itself included), in the
+        # same query: only a model listed twice has forms to set side by side.
+        Model.objects.select_related("repository").annotate(
+            same_source=Count(
+                "repository__models", filter=Q(repository__models__source=F("source"))
+            )
+        ),
+        repository__name=repository, name=model,
     )
     board = request.GET.get("board", "")
     branch = request.GET.get("branch", "")

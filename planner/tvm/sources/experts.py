@@ -42,6 +42,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 from planner.job_spec import MOE_FORMS
+from planner.tvm.sources.routing import ExpertsError, find_routed, reads_data, replacement
 
 #: How a mixture of experts is computed: ``dense`` (every expert on every token) or
 #: ``grouped`` (each token's top-k rows through their experts, :mod:`.grouped`).
@@ -70,10 +71,6 @@ ASSUMPTION = {
 
 #: How far a converted block may be from the original, relative to its largest output.
 TOLERANCE = 1e-4
-
-
-class ExpertsError(ValueError):
-    """A block looks like a mixture of experts but its fixed-shape form is not the block."""
 
 
 @dataclass(frozen=True)
@@ -140,44 +137,13 @@ class _Dispatch(Exception):
     """Raised where a block's forward first reads routing data to pick tokens."""
 
 
-#: What starts a dispatch: an operation whose result's size or Python value comes from a
-#: tensor's data (``where(mask)``, ``nonzero``, ``.tolist()``, a tensor used as a bool or
-#: an index), or the one-hot expert mask. A router computes in fixed shapes up to there.
-def _reads_data(func, args) -> bool:
-    import torch
-
-    if func is torch.where and len(args) == 1:
-        return True
-    return func in _DATA_READS
-
-
-def _data_reads():
-    import torch
-
-    Tensor = torch.Tensor
-    return {
-        torch.nonzero, Tensor.nonzero, torch.argwhere, Tensor.argwhere, Tensor.tolist,
-        Tensor.item, torch.unique, Tensor.unique, torch.bincount, Tensor.bincount,
-        Tensor.__bool__, Tensor.__index__, Tensor.__int__, Tensor.__iter__,
-        torch.masked_select, Tensor.masked_select,
-        # The expert mask a dispatch loops over: fixed in shape, but torch.export checks its
-        # classes with runtime asserts that would outlive the rest of the dispatch.
-        torch.nn.functional.one_hot,
-    }
-
-
-_DATA_READS: set = set()
-
-
 def _stop_at_dispatch():
     from torch.overrides import TorchFunctionMode
 
-    if not _DATA_READS:
-        _DATA_READS.update(_data_reads())
 
     class StopAtDispatch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            if _reads_data(func, args):
+            if reads_data(func, args):
                 raise _Dispatch()
             return func(*args, **(kwargs or {}))
 
@@ -477,8 +443,6 @@ def fixed_shape_experts(model, example_inputs: tuple) -> Iterator[list[str]]:
     top-k and then reads routing data (stacked expert weights, a grouped matmul) by
     :func:`planner.tvm.sources.routing.find_routed`, and run in its own code with every token
     routed to every expert."""
-    from planner.tvm.sources.routing import find_routed
-
     blocks = find_blocks(model)
     chains = find_routed(model, example_inputs, skip=tuple(b.name for b in blocks))
     if not blocks and not chains:
@@ -525,8 +489,6 @@ def _first_dense(chain: list, calls: dict) -> tuple:
     """The innermost call of ``chain`` whose every-expert form gives its own output, that
     form, and else the smallest difference and first error seen: the router may read routing
     data itself, and only a call around it returns what the experts computed."""
-    from planner.tvm.sources.routing import replacement
-
     best, failure = float("inf"), None
     for found in chain:
         method, gap, failed = replacement(found, calls.get(found.name), _difference, TOLERANCE)

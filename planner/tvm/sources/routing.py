@@ -2,7 +2,7 @@
 
 A block routes tokens when its forward takes a top-k over a last axis of ``E`` scores and then
 reads routing data to pick tokens (``nonzero``, ``where(mask)``, ``.tolist()``, a tensor used
-as an index; see :func:`planner.tvm.sources.experts._reads_data`). Its experts may be a
+as an index; :func:`reads_data`). Its experts may be a
 ``ModuleList`` (:mod:`planner.tvm.sources.experts` handles those), stacked weight tensors
 indexed by expert, a grouped matmul over sorted tokens: the rule here does not look at them.
 
@@ -29,6 +29,43 @@ FILLS = (0.0, -math.inf)
 
 #: A traced value whose real value is not known.
 _UNKNOWN = object()
+
+
+class ExpertsError(ValueError):
+    """A block looks like a mixture of experts but its fixed-shape form is not the block."""
+
+
+def reads_data(func, args) -> bool:
+    """Whether calling ``func`` on ``args`` starts a dispatch: an operation whose result's
+    size or Python value comes from a tensor's data (``where(mask)``, ``nonzero``,
+    ``.tolist()``, a tensor used as a bool or an index), or the one-hot expert mask. A router
+    computes in fixed shapes up to there."""
+    import torch
+
+    if func is torch.where and len(args) == 1:
+        return True
+    if not _DATA_READS:
+        _DATA_READS.update(data_reads())
+    return func in _DATA_READS
+
+
+def data_reads() -> set:
+    """The functions :func:`reads_data` takes for reads of a tensor's data."""
+    import torch
+
+    Tensor = torch.Tensor
+    return {
+        torch.nonzero, Tensor.nonzero, torch.argwhere, Tensor.argwhere, Tensor.tolist,
+        Tensor.item, torch.unique, Tensor.unique, torch.bincount, Tensor.bincount,
+        Tensor.__bool__, Tensor.__index__, Tensor.__int__, Tensor.__iter__,
+        torch.masked_select, Tensor.masked_select,
+        # The expert mask a dispatch loops over: fixed in shape, but torch.export checks its
+        # classes with runtime asserts that would outlive the rest of the dispatch.
+        torch.nn.functional.one_hot,
+    }
+
+
+_DATA_READS: set = set()
 
 
 @dataclass(frozen=True)
@@ -86,11 +123,9 @@ def find_routed(model, example_inputs, skip: tuple = ()) -> list[list[Routed]]:
     import torch
     from torch.overrides import TorchFunctionMode
 
-    from planner.tvm.sources.experts import _data_reads, _reads_data
-
     calls = _Calls(model)
     events: list[tuple[str, tuple, tuple | None]] = []
-    reads = _data_reads() | {torch.histc, torch.Tensor.histc}
+    reads = data_reads() | {torch.histc, torch.Tensor.histc}
 
     class Record(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -99,7 +134,7 @@ def find_routed(model, example_inputs, skip: tuple = ()) -> list[list[Routed]]:
                 found = _topk_call(args, kwargs)
                 if found:
                     events.append(("topk", tuple(calls.stack), found))
-            elif func in reads or _reads_data(func, args) or _sliced_by_tensor(args):
+            elif func in reads or reads_data(func, args) or _sliced_by_tensor(args):
                 events.append(("read", tuple(calls.stack), None))
             return func(*args, **kwargs)
 
@@ -110,6 +145,8 @@ def find_routed(model, example_inputs, skip: tuple = ()) -> list[list[Routed]]:
     try:
         with torch.no_grad(), Record():
             model(*example_inputs)
+    except Exception:  # noqa: BLE001 - a model that does not run here: export says why
+        return []
     finally:
         for handle in handles:
             handle.remove()
@@ -199,9 +236,7 @@ def _dense_mode(routed: Routed, fill: float):
     from torch.utils._python_dispatch import _disable_current_modes
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
-    from planner.tvm.sources.experts import ExpertsError, _data_reads, _reads_data
-
-    reads = _data_reads() | {torch.histc, torch.Tensor.histc}
+    reads = data_reads() | {torch.histc, torch.Tensor.histc}
     constants = _Constants()
 
     class Dense(TorchFunctionMode):
@@ -214,7 +249,7 @@ def _dense_mode(routed: Routed, fill: float):
             known = all(v is not _UNKNOWN and not isinstance(v, torch.SymInt) for v in values)
             if known:
                 real_args, real_kwargs = tree_unflatten(values, spec)
-                if func in reads or _reads_data(func, args):
+                if func in reads or reads_data(func, args):
                     with _disable_current_modes():
                         return func(*real_args, **real_kwargs)
                 out = func(*args, **kwargs)

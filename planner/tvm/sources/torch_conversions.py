@@ -149,9 +149,10 @@ def _index_broadcast(node, importer, source):
     if (
         source is None or len(places) < 2 or places != list(range(places[0], places[-1] + 1))
         or any(v is None or v.is_floating_point() or v.dtype == torch.bool for v in values)
-        or len({tuple(v.shape) for v in values}) == 1
+        # Static sizes first: a symbolic one is not hashable, nor taken here.
         or not all(isinstance(d, int) for d in source.shape)
         or not all(isinstance(d, int) for v in values for d in v.shape)
+        or len({tuple(v.shape) for v in values}) == 1
     ):
         return None
     shape = list(torch.broadcast_shapes(*(tuple(v.shape) for v in values)))
@@ -330,18 +331,20 @@ def _arg(node, at: int, keyword: str):
 
 
 def _leading_integer_indices(source, indices) -> bool:
-    """Whether ``indices`` are integer tensors of one shape for fewer of ``source``'s
+    """Whether ``indices`` are integer tensors of one static shape for fewer of ``source``'s
     dimensions than it has, from the first on."""
     import torch
 
     vals = [getattr(i, "meta", {}).get("val") if i is not None else None for i in indices]
-    return (
-        source is not None and 0 < len(vals) < source.dim()
-        and all(isinstance(v, torch.Tensor) and not v.is_floating_point()
-                and v.dtype != torch.bool for v in vals)
-        and len({tuple(v.shape) for v in vals}) == 1
-        and all(isinstance(size, int) for size in (*vals[0].shape, *source.shape))
-    )
+    if source is None or not 0 < len(vals) < source.dim() or not all(
+        isinstance(v, torch.Tensor) and not v.is_floating_point() and v.dtype != torch.bool
+        for v in vals
+    ):
+        return False
+    shapes = [tuple(v.shape) for v in vals]
+    # Sizes are compared only once they are plain numbers: a symbolic one is not hashable.
+    static = all(isinstance(d, int) for d in (*source.shape, *(d for s in shapes for d in s)))
+    return static and all(shape == shapes[0] for shape in shapes)
 
 
 def _index_put_leading(node, importer, source, indices, values, accumulate):
