@@ -184,9 +184,13 @@ def _sliced_by_tensor(args) -> bool:
 
 
 def _nested(name: str, other: str) -> bool:
-    """Whether module ``name`` is ``other``, inside it or around it."""
-    return name == other or f"{name}.".startswith(f"{other}.") or f"{other}.".startswith(
-        f"{name}." if name else "")
+    """Whether module ``name`` is ``other``, inside it or around it (``""``, the model
+    itself, is around every module)."""
+
+    def within(inner: str, outer: str) -> bool:
+        return outer in ("", inner) or inner.startswith(outer + ".")
+
+    return within(name, other) or within(other, name)
 
 
 class _Constants:
