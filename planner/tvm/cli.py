@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from planner.cli import register_strategy_names, register_subcommand
+from planner.job_spec import MOE_FORMS
 from planner.shapes import ShapeError, label, parse_cli, parse_cli_dims
 from planner.tvm.strategies import registry, strategy_names
 
@@ -71,7 +72,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--moe",
-        choices=("dense", "grouped"),
+        choices=MOE_FORMS,
         default="dense",
         help="how mixtures of experts are computed: dense (every expert on every token) or "
         "grouped (each token's top-k rows through their experts, as a grouped-GEMM "

@@ -332,6 +332,18 @@ def deepseek_v3_moe(seq: int = 8):
     return _Logits(model).eval(), (torch.randint(0, 64, (1, seq)),)
 
 
+def _loop_over_hit(experts, x, chosen, weights, fed=None):
+    """transformers' dispatch: each expert the router hit, on its own rows of ``fed`` (``x``
+    unless given), weighted by its slot's weight, added into the rows of an output like
+    ``x``: sizes read from the data, which torch.export refuses."""
+    fed = x if fed is None else fed
+    out = torch.zeros_like(x)
+    for number in chosen.unique():
+        rows, slot = torch.where(chosen == number)
+        out[rows] += experts[number](fed[rows]) * weights[rows, slot, None]
+    return out
+
+
 class _SigmoidRouted(nn.Module):
     """A block built like Mixtral's (gate, experts, top_k) that routes by a sigmoid, not a
     softmax: its fixed-shape form would be another model."""
@@ -344,11 +356,7 @@ class _SigmoidRouted(nn.Module):
 
     def forward(self, x):
         weights, chosen = torch.topk(torch.sigmoid(self.gate(x)), self.top_k, dim=-1)
-        out = torch.zeros_like(x)
-        for number in chosen.unique():
-            rows, slot = torch.where(chosen == number)
-            out[rows] += self.experts[number](x[rows]) * weights[rows, slot, None]
-        return out
+        return _loop_over_hit(self.experts, x, chosen, weights)
 
 
 class _WideExperts(nn.Module):
@@ -367,11 +375,7 @@ class _WideExperts(nn.Module):
     def forward(self, x):
         scores = torch.softmax(self.gate(x), dim=-1)
         weights, chosen = torch.topk(scores, self.top_k, dim=-1)
-        out = torch.zeros_like(x)
-        for number in chosen.unique():
-            rows, slot = torch.where(chosen == number)
-            out[rows] += self.experts[number](x[rows]) * weights[rows, slot, None]
-        return out
+        return _loop_over_hit(self.experts, x, chosen, weights)
 
 
 def wide_experts(tokens: int = 16):
@@ -492,11 +496,7 @@ class _TanhRouted(_SigmoidRouted):
 
     def forward(self, x):
         weights, chosen = torch.topk(torch.tanh(self.gate(x)) + 1.0, self.top_k, dim=-1)
-        out = torch.zeros_like(x)
-        for number in chosen.unique():
-            rows, slot = torch.where(chosen == number)
-            out[rows] += self.experts[number](x[rows]) * weights[rows, slot, None]
-        return out
+        return _loop_over_hit(self.experts, x, chosen, weights)
 
 
 def tanh_routed(tokens: int = 6):
@@ -510,11 +510,7 @@ class _OnDoubled(_SigmoidRouted):
 
     def forward(self, x):
         weights, chosen = torch.topk(torch.sigmoid(self.gate(x)), self.top_k, dim=-1)
-        out = torch.zeros_like(x)
-        for number in chosen.unique():
-            rows, slot = torch.where(chosen == number)
-            out[rows] += self.experts[number](2 * x[rows]) * weights[rows, slot, None]
-        return out
+        return _loop_over_hit(self.experts, x, chosen, weights, fed=2 * x)
 
 
 def on_doubled(tokens: int = 6):
@@ -545,11 +541,7 @@ class _MixedInTurn(nn.Module):
 
     def forward(self, x):
         mixed, picked = _sparse_mix(self.scorer(x), 2)
-        out = torch.zeros_like(x)
-        for number in picked.unique():
-            rows, slot = torch.where(picked == number)
-            out[rows] += self.experts[number](x[rows]) * mixed[rows, slot, None]
-        return out
+        return _loop_over_hit(self.experts, x, picked, mixed)
 
 
 def mixed_in_turn(tokens: int = 6):

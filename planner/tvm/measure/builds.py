@@ -210,4 +210,3 @@ def _say_what_the_pool_added(report: StrategyReport) -> None:
         "with memory_cfg=\"naive\" or plan one arena (any strategy but tvm-stock) to hold "
         "the planned bytes"
     )
-

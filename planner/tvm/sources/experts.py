@@ -140,7 +140,6 @@ class _Dispatch(Exception):
 def _stop_at_dispatch():
     from torch.overrides import TorchFunctionMode
 
-
     class StopAtDispatch(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             if reads_data(func, args):
@@ -194,7 +193,6 @@ def _own_router_forward(returns_logits: bool):
     and every expert on every token, weighted as that router weighted the token."""
 
     def forward(self, hidden_states, *args, **kwargs):
-
         found = _routing(self, hidden_states, args, kwargs)
         if found is None:
             raise ExpertsError("no routing found before the dispatch")

@@ -16,6 +16,8 @@ the plan holds what the deployment holds: the rows, not a copy of the weights pe
 
 from __future__ import annotations
 
+import functools
+
 #: The library that holds :func:`grouped_linear` in torch.
 LIBRARY = "peakwatch"
 
@@ -24,13 +26,9 @@ class GroupedError(ValueError):
     """The block's experts cannot run as one grouped matmul per layer."""
 
 
-_REGISTERED: list = []
-
-
+@functools.cache
 def _register():
     """``torch.ops.peakwatch.grouped_linear``: defined once per process."""
-    if _REGISTERED:
-        return _REGISTERED[0]
     import torch
 
     # The schema written out: this module's annotations are strings (``from __future__``).
@@ -50,7 +48,6 @@ def _register():
     def _(rows, expert, weights, biases):
         return rows.new_empty(rows.shape[0], weights[0].shape[0])
 
-    _REGISTERED.append(grouped_linear)
     return grouped_linear
 
 
@@ -66,12 +63,13 @@ def _through_experts(experts: list, rows, expert):
     from torch.overrides import TorchFunctionMode
 
     first = experts[0]
-    names = [name for name, _ in first.named_parameters()]
     owned = {id(p): name for name, p in first.named_parameters()}
+    if not owned:
+        raise GroupedError("its experts hold no weights")
     others = [dict(e.named_parameters()) for e in experts]
+    layout = [(n, tuple(p.shape)) for n, p in others[0].items()]
     for number, params in enumerate(others):
-        if [(n, tuple(p.shape)) for n, p in params.items()] != \
-                [(n, tuple(p.shape)) for n, p in first.named_parameters()]:
+        if [(n, tuple(p.shape)) for n, p in params.items()] != layout:
             raise GroupedError(f"expert {number} is not built like expert 0")
 
     class Grouped(TorchFunctionMode):
@@ -91,8 +89,6 @@ def _through_experts(experts: list, rows, expert):
                 )
             return func(*args, **kwargs)
 
-    if not names:
-        raise GroupedError("its experts hold no weights")
     with Grouped():
         return first(rows)
 

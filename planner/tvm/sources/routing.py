@@ -68,6 +68,14 @@ def data_reads() -> set:
 _DATA_READS: set = set()
 
 
+def _reads_routing(func, args) -> bool:
+    """:func:`reads_data`, or a count of each expert's tokens (``histc``), which a dispatch
+    over experts reads besides."""
+    import torch
+
+    return reads_data(func, args) or func in (torch.histc, torch.Tensor.histc)
+
+
 @dataclass(frozen=True)
 class Routed:
     """A block found routing: its top-k over ``experts`` scores keeps ``top_k``."""
@@ -125,7 +133,6 @@ def find_routed(model, example_inputs, skip: tuple = ()) -> list[list[Routed]]:
 
     calls = _Calls(model)
     events: list[tuple[str, tuple, tuple | None]] = []
-    reads = data_reads() | {torch.histc, torch.Tensor.histc}
 
     class Record(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -134,7 +141,7 @@ def find_routed(model, example_inputs, skip: tuple = ()) -> list[list[Routed]]:
                 found = _topk_call(args, kwargs)
                 if found:
                     events.append(("topk", tuple(calls.stack), found))
-            elif func in reads or reads_data(func, args) or _sliced_by_tensor(args):
+            elif _reads_routing(func, args) or _sliced_by_tensor(args):
                 events.append(("read", tuple(calls.stack), None))
             return func(*args, **kwargs)
 
@@ -240,7 +247,6 @@ def _dense_mode(routed: Routed, fill: float):
     from torch.utils._python_dispatch import _disable_current_modes
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
-    reads = data_reads() | {torch.histc, torch.Tensor.histc}
     constants = _Constants()
 
     class Dense(TorchFunctionMode):
@@ -253,7 +259,7 @@ def _dense_mode(routed: Routed, fill: float):
             known = all(v is not _UNKNOWN and not isinstance(v, torch.SymInt) for v in values)
             if known:
                 real_args, real_kwargs = tree_unflatten(values, spec)
-                if func in reads or reads_data(func, args):
+                if _reads_routing(func, args):
                     with _disable_current_modes():
                         return func(*real_args, **real_kwargs)
                 out = func(*args, **kwargs)
@@ -327,9 +333,9 @@ def _raised(holders, count: int):
             setattr(owner, name, value)
 
 
-def dense_forward(routed: Routed, fill: float, raise_count: bool):
-    """``routed``'s own forward with every token routed to every expert."""
-    holders = _count_holders(routed) if raise_count else []
+def dense_forward(routed: Routed, fill: float, holders: list):
+    """``routed``'s own forward with every token routed to every expert, the top-k count
+    raised to the number of experts where ``holders`` (:func:`_count_holders`) keep it."""
 
     def forward(self, *args, **kwargs):
         with _raised(holders, routed.experts), _dense_mode(routed, fill):
@@ -345,15 +351,14 @@ def replacement(routed: Routed, call, difference, tolerance: float):
     error the block's code raised where none is."""
     import torch
 
-    variants = [(fill, False) for fill in FILLS]
-    if _count_holders(routed):
-        variants += [(fill, True) for fill in FILLS]
+    holders = _count_holders(routed)
+    variants = [(fill, []) for fill in FILLS] + [(fill, holders) for fill in FILLS if holders]
     if call is None:  # the block did not run on the example: nothing to check it against
         return types.MethodType(dense_forward(routed, *variants[0]), routed.module), 0.0, None
     args, kwargs, want = call
     best, failure = float("inf"), None
-    for fill, raise_count in variants:
-        method = types.MethodType(dense_forward(routed, fill, raise_count), routed.module)
+    for fill, raised in variants:
+        method = types.MethodType(dense_forward(routed, fill, raised), routed.module)
         try:
             with torch.no_grad():
                 got = method(*args, **kwargs)

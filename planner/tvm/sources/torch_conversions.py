@@ -34,7 +34,7 @@ def _scan_in_torch_dtype(name: str) -> Callable:
         if "out" in node.kwargs:
             raise ValueError(f"specifying out for {name} is not supported yet")
         data = importer.env[node.args[0]]
-        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        dim = _arg(node, 1, "dim")
         dtype = node.kwargs.get("dtype")
         if dtype is None:
             dtype = getattr(node.meta.get("val"), "dtype", None)
@@ -57,6 +57,11 @@ def _default(importer, name: str):
     return table[name]
 
 
+def _arg(node, at: int, keyword: str, default=None):
+    """The node's argument at position ``at``, else its ``keyword``, else ``default``."""
+    return node.args[at] if len(node.args) > at else node.kwargs.get(keyword, default)
+
+
 def _split_with_empty_pieces(node, importer):
     """``split_with_sizes`` where some pieces are empty (Mamba2 splits its projection into
     ``[d_mlp, d_mlp, ...]`` with ``d_mlp = 0``): the importer's cut positions repeat there,
@@ -71,7 +76,7 @@ def _split_with_empty_pieces(node, importer):
     ):
         return _default(importer, "split_with_sizes.default")(node)
     data = importer.env[node.args[0]]
-    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    dim = _arg(node, 2, "dim", 0)
     source = getattr(node.args[0], "meta", {}).get("val")
     if dim < 0 and source is not None:
         dim += source.dim()
@@ -211,7 +216,7 @@ def _index_put_by_mask(name: str) -> Callable:
         from tvm import relax
 
         x, indices, values = node.args[:3]
-        accumulate = node.args[3] if len(node.args) > 3 else node.kwargs.get("accumulate", False)
+        accumulate = _arg(node, 3, "accumulate", False)
         source = getattr(x, "meta", {}).get("val")
         mask = indices[0] if len(indices) == 1 and indices[0] is not None else None
         mask_value = getattr(mask, "meta", {}).get("val") if mask is not None else None
@@ -326,10 +331,6 @@ def _extremum(name: str) -> Callable:
     return convert
 
 
-def _arg(node, at: int, keyword: str):
-    return node.args[at] if len(node.args) > at else node.kwargs.get(keyword)
-
-
 def _leading_integer_indices(source, indices) -> bool:
     """Whether ``indices`` are integer tensors of one static shape for fewer of ``source``'s
     dimensions than it has, from the first on."""
@@ -370,6 +371,13 @@ def _index_put_leading(node, importer, source, indices, values, accumulate):
                                       bool(accumulate)))
 
 
+def _grouped(node, importer):
+    """Peakwatch's own grouped matmul (the grouped form of a mixture of experts)."""
+    from planner.tvm.sources.grouped import convert_grouped_linear
+
+    return convert_grouped_linear(node, importer)
+
+
 #: ``custom_convert_map`` for ``from_exported_program``.
 def _top_k_in_any_order(node, importer):
     """``topk(..., sorted=False)``, which the importer refuses (DeepSeek's routers choose
@@ -404,7 +412,7 @@ def _cat_without_empty_vectors(node, importer):
     if not any(empty) or all(empty):
         return _default(importer, "cat.default")(node)
     kept = [importer.env[t] for t, skip in zip(tensors, empty, strict=True) if not skip]
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    dim = _arg(node, 1, "dim", 0)
     if len(kept) == 1:
         return kept[0]
     return importer.block_builder.emit(relax.op.concat(kept, axis=dim))
@@ -565,20 +573,13 @@ CONVERSIONS: dict[str, Callable] = {
     "topk.default": _top_k_in_any_order,
     **{name: _index_put_by_mask(name) for name in ("index_put.default", "index_put_.default")},
     **{name: _in_torch_types(name) for name in (*_ARITHMETIC, *_COMPARISONS)},
-    "grouped_linear.default": lambda node, importer: _grouped(node, importer),
+    "grouped_linear.default": _grouped,
     **{name: _integer_clamp(name)
        for name in ("clamp.default", "clamp_min.default", "clamp_max.default")},
     "avg_pool2d.default": _pool_over_everything,
     "amax.default": _extremum("amax"),
     "amin.default": _extremum("amin"),
 }
-
-
-def _grouped(node, importer):
-    """Peakwatch's own grouped matmul (the grouped form of a mixture of experts)."""
-    from planner.tvm.sources.grouped import convert_grouped_linear
-
-    return convert_grouped_linear(node, importer)
 
 
 # Complex tensors, as real arithmetic. Relax has no complex dtype; a complex tensor of shape
